@@ -1,0 +1,34 @@
+#include "cache/status.h"
+
+namespace dflash {
+
+const char* ErrorCodeName(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kOk: return "OK";
+    case ErrorCode::kNotFound: return "NotFound";
+    case ErrorCode::kCorruption: return "Corruption";
+    case ErrorCode::kBusy: return "Busy";
+    case ErrorCode::kIoError: return "IoError";
+    case ErrorCode::kInvalidArgument: return "InvalidArgument";
+    case ErrorCode::kUnsupported: return "Unsupported";
+    case ErrorCode::kReadOnly: return "ReadOnly";
+    case ErrorCode::kCompileError: return "CompileError";
+    case ErrorCode::kLaunchError: return "LaunchError";
+    case ErrorCode::kMismatch: return "Mismatch";
+    case ErrorCode::kTimeout: return "Timeout";
+    case ErrorCode::kInternal: return "Internal";
+  }
+  return "Unknown";
+}
+
+std::string Status::ToString() const {
+  if (ok()) return "OK";
+  return std::string(ErrorCodeName(code_)) + ": " + message_;
+}
+
+Status Status::WithContext(const std::string& context) const {
+  if (ok()) return *this;
+  return Status(code_, context + ": " + message_);
+}
+
+}  // namespace dflash

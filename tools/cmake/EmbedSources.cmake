@@ -1,0 +1,22 @@
+# dflash_embed_sources(<target> SYMBOL <c-identifier> FILES <files...>)
+# Embeds the given files (kernel .cu/.cuh sources) into <target> as a table of dflash::EmbeddedFile
+# (see tuner/embedded_file.h), regenerated whenever a source changes, so nothing is read from disk at run time.
+set(DFLASH_EMBED_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/embed_one.cmake)
+
+function(dflash_embed_sources target)
+  cmake_parse_arguments(ARG "" "SYMBOL" "FILES" ${ARGN})
+  set(out ${CMAKE_CURRENT_BINARY_DIR}/${ARG_SYMBOL}_embedded.cc)
+  set(abs_files)
+  foreach(f ${ARG_FILES})
+    get_filename_component(a ${f} ABSOLUTE)
+    list(APPEND abs_files ${a})
+  endforeach()
+  string(REPLACE ";" "|" joined "${abs_files}")
+  add_custom_command(
+    OUTPUT ${out}
+    COMMAND ${CMAKE_COMMAND} -DOUT=${out} -DSYMBOL=${ARG_SYMBOL} "-DFILES=${joined}" -P ${DFLASH_EMBED_SCRIPT}
+    DEPENDS ${abs_files} ${DFLASH_EMBED_SCRIPT}
+    COMMENT "Embedding kernel sources into ${ARG_SYMBOL}"
+    VERBATIM)
+  target_sources(${target} PRIVATE ${out})
+endfunction()

@@ -1,0 +1,182 @@
+// The CUDA driver API runtime of the tuner: driver loading, contexts, device memory, modules, streams, events,
+// launches. Owns: RAII wrappers (move-only) over driver handles; every CUresult is checked and turned into a
+// Status that names the call and the label (kernel, variant) the caller gave.
+// libcuda.so.1 is loaded with dlopen on first use, so binaries run (and report "no GPU") on machines without a
+// driver, such as CI. Thread-safety: Driver() is safe from any thread; each wrapper object belongs to one thread
+// at a time; handles from the primary context may be used from any thread that made it current.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cache/status.h"
+
+namespace dflash::gpu {
+
+// The driver entry points we use, resolved from libcuda.so.1.
+struct DriverApi {
+  decltype(&::cuInit) Init;
+  decltype(&::cuDriverGetVersion) DriverGetVersion;
+  decltype(&::cuDeviceGetCount) DeviceGetCount;
+  decltype(&::cuDeviceGet) DeviceGet;
+  decltype(&::cuDeviceGetName) DeviceGetName;
+  decltype(&::cuDeviceGetAttribute) DeviceGetAttribute;
+  decltype(&::cuDeviceTotalMem) DeviceTotalMem;
+  decltype(&::cuDevicePrimaryCtxRetain) DevicePrimaryCtxRetain;
+  decltype(&::cuDevicePrimaryCtxRelease) DevicePrimaryCtxRelease;
+  decltype(&::cuCtxSetCurrent) CtxSetCurrent;
+  decltype(&::cuCtxGetCurrent) CtxGetCurrent;
+  decltype(&::cuCtxSynchronize) CtxSynchronize;
+  decltype(&::cuMemAlloc) MemAlloc;
+  decltype(&::cuMemFree) MemFree;
+  decltype(&::cuMemcpyHtoD) MemcpyHtoD;
+  decltype(&::cuMemcpyDtoH) MemcpyDtoH;
+  decltype(&::cuMemsetD8Async) MemsetD8Async;
+  decltype(&::cuMemGetInfo) MemGetInfo;
+  decltype(&::cuModuleLoadData) ModuleLoadData;
+  decltype(&::cuModuleUnload) ModuleUnload;
+  decltype(&::cuModuleGetFunction) ModuleGetFunction;
+  decltype(&::cuFuncSetAttribute) FuncSetAttribute;
+  decltype(&::cuFuncGetAttribute) FuncGetAttribute;
+  decltype(&::cuLaunchKernel) LaunchKernel;
+  decltype(&::cuStreamCreate) StreamCreate;
+  decltype(&::cuStreamDestroy) StreamDestroy;
+  decltype(&::cuStreamSynchronize) StreamSynchronize;
+  decltype(&::cuEventCreate) EventCreate;
+  decltype(&::cuEventDestroy) EventDestroy;
+  decltype(&::cuEventRecord) EventRecord;
+  decltype(&::cuEventSynchronize) EventSynchronize;
+  decltype(&::cuEventElapsedTime) EventElapsedTime;
+  decltype(&::cuGetErrorName) GetErrorName;
+  decltype(&::cuGetErrorString) GetErrorString;
+};
+
+// Loads libcuda.so.1 and calls cuInit once. Unsupported("no CUDA driver: ...") when it is absent.
+Result<const DriverApi*> Driver();
+// Number of CUDA devices; 0 (not an error) when there is no driver or no device.
+int DeviceCount();
+// "cuLaunchKernel failed for conv1d/variant X: CUDA_ERROR_INVALID_VALUE (invalid argument)" style Status.
+Status CheckCu(CUresult r, std::string_view call, std::string_view label = {});
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  std::size_t l2_bytes = 0;
+  std::size_t total_memory = 0;
+  int max_shared_per_block_optin = 0;
+  int driver_version = 0;  // e.g. 13000
+  std::string arch() const { return "sm_" + std::to_string(cc_major * 10 + cc_minor); }
+};
+
+// The retained primary context of one device (the one LibTorch uses too), current on the creating thread.
+class Context {
+ public:
+  static Result<Context> Primary(int ordinal);
+  Context(Context&&) noexcept;
+  Context& operator=(Context&&) noexcept;
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  ~Context();
+  const DeviceInfo& info() const { return info_; }
+  CUcontext get() const { return ctx_; }
+  Status MakeCurrent() const;  // for use from another thread
+
+ private:
+  Context() = default;
+  CUdevice dev_ = 0;
+  CUcontext ctx_ = nullptr;
+  DeviceInfo info_;
+};
+
+class DeviceBuffer {
+ public:
+  static Result<DeviceBuffer> Alloc(std::size_t bytes, std::string_view label = {});
+  DeviceBuffer() = default;
+  DeviceBuffer(DeviceBuffer&&) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&&) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+  CUdeviceptr ptr() const { return ptr_; }
+  std::size_t size() const { return size_; }
+  Status Upload(const void* host, std::size_t bytes);          // synchronous
+  Status Download(void* host, std::size_t bytes) const;        // synchronous
+  Status Fill(std::uint8_t byte, CUstream stream = nullptr);   // every byte := byte (poisoning, L2 flush)
+
+ private:
+  CUdeviceptr ptr_ = 0;
+  std::size_t size_ = 0;
+};
+
+class Stream {
+ public:
+  static Result<Stream> Create();
+  Stream() = default;
+  Stream(Stream&&) noexcept;
+  Stream& operator=(Stream&&) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  ~Stream();
+  CUstream get() const { return s_; }
+  Status Synchronize() const;
+
+ private:
+  CUstream s_ = nullptr;
+};
+
+class Event {
+ public:
+  static Result<Event> Create();
+  Event() = default;
+  Event(Event&&) noexcept;
+  Event& operator=(Event&&) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event();
+  CUevent get() const { return e_; }
+  Status Record(CUstream s);
+  Status Synchronize() const;
+  // Milliseconds from start to end (both recorded and completed).
+  static Result<float> Elapsed(const Event& start, const Event& end);
+
+ private:
+  CUevent e_ = nullptr;
+};
+
+// A loaded cubin and the functions resolved from it.
+class Module {
+ public:
+  static Result<Module> Load(std::span<const std::uint8_t> cubin, std::string label);
+  Module() = default;
+  Module(Module&&) noexcept;
+  Module& operator=(Module&&) noexcept;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  ~Module();
+  // lowered_name: the mangled name NVRTC reported for a name expression.
+  Result<CUfunction> Function(const std::string& lowered_name) const;
+  const std::string& label() const { return label_; }
+
+ private:
+  CUmodule m_ = nullptr;
+  std::string label_;
+};
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+// cuLaunchKernel with checking; raises the function's dynamic shared memory limit first when shared_bytes > 48 KiB.
+Status Launch(CUfunction f, Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream, void** args,
+              std::string_view label);
+
+}  // namespace dflash::gpu
