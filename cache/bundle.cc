@@ -1,0 +1,117 @@
+#include "cache/bundle.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "cache/cubin_elf.h"
+#include "cache/rows.h"
+#include "cache/sha256.h"
+
+namespace dflash::cache {
+namespace {
+
+constexpr const char* kFormat = "dflash-tune-bundle";
+constexpr int kBundleVersion = 1;
+
+Status WriteFileAtomically(const std::filesystem::path& path, const std::string& bytes) {
+  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return IoError("cannot create " + tmp.string() + ": " + std::strerror(errno));
+  std::size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      Status st = IoError("cannot write " + tmp.string() + ": " + std::strerror(errno));
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return st;
+    }
+    off += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return IoError("cannot flush " + tmp.string() + ": " + std::strerror(errno));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return IoError("cannot rename to " + path.string() + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Status CheckEntry(const Entry& e, const std::string& digest) {
+  DFLASH_RETURN_IF_ERROR(VerifyEntry(e, digest));
+  return CheckCubinForArch(e.cubin, e.key.arch);
+}
+
+}  // namespace
+
+Result<ExportReport> ExportBundle(KernelCache& cache, const std::filesystem::path& bundle) {
+  DFLASH_ASSIGN_OR_RETURN(std::vector<Entry> entries, cache.AllEntries());
+  ExportReport report;
+  nlohmann::json j = {{"format", kFormat}, {"version", kBundleVersion},
+                      {"created_at", static_cast<std::int64_t>(std::time(nullptr))},
+                      {"entries", nlohmann::json::array()}};
+  for (const Entry& e : entries) {
+    if (!CheckEntry(e, e.key.Digest()).ok()) {
+      ++report.skipped_bad;
+      continue;
+    }
+    j["entries"].push_back(EntryToJson(e, /*with_cubin=*/true));
+    ++report.exported;
+  }
+  const std::string body = j.dump();
+  DFLASH_RETURN_IF_ERROR(WriteFileAtomically(bundle, body + "\nsha256:" + Sha256Hex(body) + "\n"));
+  return report;
+}
+
+Result<ImportReport> ImportBundle(KernelCache& cache, const std::filesystem::path& bundle) {
+  std::ifstream in(bundle, std::ios::binary);
+  if (!in) return NotFound("cannot open bundle " + bundle.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  const std::size_t nl = text.find('\n');
+  if (nl == std::string::npos || text.compare(nl + 1, 7, "sha256:") != 0) {
+    return Corruption(bundle.string() + " is not a dflash-tune bundle (no checksum trailer; truncated?)");
+  }
+  const std::string body = text.substr(0, nl);
+  std::string want = text.substr(nl + 8);
+  while (!want.empty() && (want.back() == '\n' || want.back() == '\r')) want.pop_back();
+  if (Sha256Hex(body) != want) return Corruption(bundle.string() + " fails its checksum (damaged in transit?)");
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || j.value("format", "") != kFormat) {
+    return Corruption(bundle.string() + " is not a dflash-tune bundle");
+  }
+  if (j.value("version", 0) > kBundleVersion) {
+    return Unsupported(bundle.string() + " is bundle version " + std::to_string(j.value("version", 0)) +
+                       ", newer than this dflash-tune reads");
+  }
+  ImportReport report;
+  for (const nlohmann::json& rec : j.value("entries", nlohmann::json::array())) {
+    const std::string digest = rec.value("key_digest", "?");
+    Result<Entry> e = EntryFromJson(rec);
+    Status ok = e.ok() ? CheckEntry(*e, digest) : e.status();
+    if (!ok.ok()) {
+      report.rejected.push_back(digest + ": " + ok.message());
+      continue;
+    }
+    DFLASH_ASSIGN_OR_RETURN(std::optional<Entry> ours, cache.Lookup(e->key));
+    if (ours && ours->timing.median_ms <= e->timing.median_ms) {
+      ++report.kept_ours;
+      continue;
+    }
+    DFLASH_RETURN_IF_ERROR(cache.Publish(*e));
+    ++(ours ? report.replaced : report.imported);
+  }
+  return report;
+}
+
+}  // namespace dflash::cache

@@ -1,0 +1,188 @@
+// KernelCache administration verbs: list, show, stats, verify, evict (declared in kernel_cache.h).
+#include <ctime>
+
+#include "cache/cubin_elf.h"
+#include "cache/kernel_cache.h"
+#include "cache/rows.h"
+#include "cache/schema.h"
+
+namespace dflash::cache {
+
+Result<std::vector<EntrySummary>> KernelCache::List() {
+  std::lock_guard<std::mutex> g(mu_);
+  std::vector<EntrySummary> out;
+  if (empty_) return out;
+  DFLASH_ASSIGN_OR_RETURN(Stmt s, db_.Prepare("SELECT key_digest, family, arch, signature, config, gpu_name, "
+                                              "median_ms, length(cubin), created_at FROM entries "
+                                              "ORDER BY family, arch, signature"));
+  while (true) {
+    DFLASH_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back({s.Text(0), s.Text(1), s.Text(2), s.Text(3), s.Text(4), s.Text(5), s.Real(6), s.Int(7), s.Int(8)});
+  }
+  return out;
+}
+
+Result<Entry> KernelCache::Show(const std::string& prefix) {
+  if (prefix.size() < 6) return InvalidArgument("give at least 6 hex characters of the entry's digest");
+  for (char c : prefix) {
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return InvalidArgument("'" + prefix + "' is not a hex digest prefix");
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  if (empty_) return NotFound("no entry matches " + prefix + " (cache is empty)");
+  DFLASH_ASSIGN_OR_RETURN(Stmt s, db_.Prepare(std::string("SELECT ") + kEntryColumns +
+                                              " FROM entries WHERE key_digest >= ? AND key_digest < ? LIMIT 2"));
+  s.Bind(1, prefix).Bind(2, prefix + "g");
+  DFLASH_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return NotFound("no entry matches " + prefix);
+  Entry e = EntryFromRow(s);
+  DFLASH_ASSIGN_OR_RETURN(bool second, s.Step());
+  if (second) return InvalidArgument("digest prefix " + prefix + " is ambiguous; give more characters");
+  return e;
+}
+
+Result<CacheStats> KernelCache::Stats() {
+  FlushCounters().ok();  // best effort: a busy database only delays the counts
+  CacheStats st;
+  std::error_code ec;
+  for (const char* suffix : {"", "-wal"}) {
+    auto size = std::filesystem::file_size(dir_ / (std::string(kDatabaseFile) + suffix), ec);
+    if (!ec) st.file_bytes += static_cast<std::int64_t>(size);
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  if (empty_) return st;
+  auto q = [&](const char* sql) { return db_.QueryInt(sql); };
+  DFLASH_ASSIGN_OR_RETURN(st.entries, q("SELECT count(*) FROM entries"));
+  DFLASH_ASSIGN_OR_RETURN(st.artifacts, q("SELECT count(*) FROM artifacts"));
+  DFLASH_ASSIGN_OR_RETURN(st.candidates, q("SELECT count(*) FROM candidates"));
+  DFLASH_ASSIGN_OR_RETURN(st.quarantined_rows, q("SELECT count(*) FROM quarantine"));
+  DFLASH_ASSIGN_OR_RETURN(st.entry_bytes, q("SELECT coalesce(sum(length(cubin)), 0) FROM entries"));
+  DFLASH_ASSIGN_OR_RETURN(st.artifact_bytes, q("SELECT coalesce(sum(length(cubin)), 0) FROM artifacts"));
+  DFLASH_ASSIGN_OR_RETURN(Stmt s, db_.Prepare("SELECT name, value FROM counters"));
+  while (true) {
+    DFLASH_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    const std::string name = s.Text(0);
+    if (name == "hits") st.hits = s.Int(1);
+    if (name == "misses") st.misses = s.Int(1);
+    if (name == "quarantined") st.quarantined = s.Int(1);
+  }
+  // This process's counts that could not be flushed (read-only or busy) still count.
+  st.hits += hits_;
+  st.misses += misses_;
+  st.quarantined += quarantined_;
+  return st;
+}
+
+Result<VerifyReport> KernelCache::Verify(bool repair, const std::function<Status(const Entry&)>& extra_check) {
+  VerifyReport report;
+  if (empty_) return report;
+  if (repair && read_only_) return ReadOnlyError("cannot repair " + dir_.string() + ": " + open_note_);
+  std::vector<std::pair<std::string, std::string>> bad_entries, bad_artifacts;  // digest, reason
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    DFLASH_ASSIGN_OR_RETURN(Stmt ic, db_.Prepare("PRAGMA integrity_check"));
+    while (true) {
+      DFLASH_ASSIGN_OR_RETURN(bool row, ic.Step());
+      if (!row) break;
+      if (ic.Text(0) != "ok") report.problems.push_back({"database", "", "integrity_check: " + ic.Text(0)});
+    }
+    DFLASH_ASSIGN_OR_RETURN(Stmt s, db_.Prepare(std::string("SELECT ") + kEntryColumns + " FROM entries"));
+    while (true) {
+      DFLASH_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      ++report.entries_checked;
+      Entry e = EntryFromRow(s);
+      const std::string digest = s.Text(0);
+      Status st = VerifyEntry(e, digest);
+      if (st.ok()) st = CheckCubinForArch(e.cubin, e.key.arch);
+      if (st.ok() && extra_check) {
+        st = extra_check(e);
+        if (st.ok()) ++report.loaded;
+      }
+      if (!st.ok()) bad_entries.emplace_back(digest, st.message());
+    }
+    DFLASH_ASSIGN_OR_RETURN(Stmt a, db_.Prepare(std::string("SELECT ") + kArtifactColumns + " FROM artifacts"));
+    while (true) {
+      DFLASH_ASSIGN_OR_RETURN(bool row, a.Step());
+      if (!row) break;
+      ++report.artifacts_checked;
+      Artifact art = ArtifactFromRow(a);
+      const std::string digest = a.Text(0);
+      Status st = VerifyArtifact(art, digest);
+      if (st.ok() && art.status == ArtifactStatus::kOk) st = CheckCubinForArch(art.cubin, art.key.arch);
+      if (!st.ok()) bad_artifacts.emplace_back(digest, st.message());
+    }
+  }
+  for (auto& [d, why] : bad_entries) report.problems.push_back({"entries", d, why});
+  for (auto& [d, why] : bad_artifacts) report.problems.push_back({"artifacts", d, why});
+  if (repair) {
+    for (auto& [d, why] : bad_entries) {
+      DFLASH_RETURN_IF_ERROR(Quarantine("entries", d, "verify: " + why));
+      ++report.repaired;
+    }
+    for (auto& [d, why] : bad_artifacts) {
+      DFLASH_RETURN_IF_ERROR(Quarantine("artifacts", d, "verify: " + why));
+      ++report.repaired;
+    }
+  }
+  return report;
+}
+
+Result<std::int64_t> KernelCache::Evict(const EvictFilter& f) {
+  if (read_only_) return ReadOnlyError("cannot evict from " + dir_.string() + ": " + open_note_);
+  if (!f.all && !f.family && !f.arch && !f.older_than_s && !f.stale_nvrtc) {
+    return InvalidArgument("evict needs a filter (--family, --arch, --older-than, --stale) or --all");
+  }
+  std::string where = "1=1";
+  std::vector<std::string> binds;
+  if (f.family) {
+    where += " AND family = ?";
+    binds.push_back(*f.family);
+  }
+  if (f.arch) {
+    where += " AND arch = ?";
+    binds.push_back(*f.arch);
+  }
+  if (f.older_than_s) {
+    where += " AND created_at < ?";
+    binds.push_back(std::to_string(static_cast<std::int64_t>(std::time(nullptr)) - *f.older_than_s));
+  }
+  if (f.stale_nvrtc) {
+    where += " AND (nvrtc_version != ? OR tool_version != ? OR schema_version != ?)";
+    binds.push_back(*f.stale_nvrtc);
+    binds.push_back(ToolVersion());
+    binds.push_back(std::to_string(kSchemaVersion));
+  }
+  std::int64_t removed = 0;
+  std::lock_guard<std::mutex> g(mu_);
+  Status st = db_.WriteTransaction(
+      [&]() -> Status {
+        removed = 0;
+        for (const char* table : {"entries", "artifacts"}) {
+          DFLASH_ASSIGN_OR_RETURN(Stmt s, db_.Prepare(std::string("DELETE FROM ") + table + " WHERE " + where));
+          for (std::size_t i = 0; i < binds.size(); ++i) s.Bind(static_cast<int>(i + 1), binds[i]);
+          DFLASH_RETURN_IF_ERROR(s.Run());
+          if (std::string(table) == "entries") removed = sqlite3_changes(db_.get());
+        }
+        return Status::Ok();
+      },
+      busy_budget_);
+  if (!st.ok()) return st;
+  return removed;
+}
+
+Result<std::vector<Entry>> KernelCache::AllEntries() {
+  std::lock_guard<std::mutex> g(mu_);
+  std::vector<Entry> out;
+  if (empty_) return out;
+  DFLASH_ASSIGN_OR_RETURN(Stmt s, db_.Prepare(std::string("SELECT ") + kEntryColumns + " FROM entries"));
+  while (true) {
+    DFLASH_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(EntryFromRow(s));
+  }
+  return out;
+}
+
+}  // namespace dflash::cache

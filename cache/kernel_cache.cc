@@ -1,0 +1,353 @@
+#include "cache/kernel_cache.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <ctime>
+
+#include "cache/cubin_elf.h"
+#include "cache/filesystem_probe.h"
+#include "cache/rows.h"
+#include "cache/schema.h"
+
+namespace dflash::cache {
+namespace {
+
+std::int64_t Now() { return static_cast<std::int64_t>(std::time(nullptr)); }
+
+// file: URI for sqlite3_open_v2 with SQLITE_OPEN_URI; percent-encodes what a URI would misread.
+std::string FileUri(const std::filesystem::path& p, const std::string& query) {
+  std::string out = "file:";
+  for (char c : p.string()) {
+    if (c == '?' || c == '#' || c == '%') {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "?" + query;
+}
+
+bool EnvFlag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::string(v) != "0";
+}
+
+}  // namespace
+
+std::filesystem::path DefaultCacheDir() {
+  if (const char* d = std::getenv("DFLASH_CACHE_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::filesystem::path(x) / "dflash-tune";
+  const char* home = std::getenv("HOME");
+  return std::filesystem::path(home && *home ? home : "/tmp") / ".cache" / "dflash-tune";
+}
+
+std::filesystem::path KernelCache::db_path() const { return dir_ / kDatabaseFile; }
+
+Result<std::unique_ptr<KernelCache>> KernelCache::Open(const CacheOptions& options) {
+  std::unique_ptr<KernelCache> c(new KernelCache());
+  c->dir_ = options.dir.empty() ? DefaultCacheDir() : options.dir;
+  c->busy_budget_ = options.busy_budget;
+  std::error_code ec;
+  const std::string where = "cache directory " + c->dir_.string();
+  if (!std::filesystem::is_directory(c->dir_, ec)) {
+    if (std::filesystem::exists(c->dir_, ec)) return InvalidArgument(where + " is not a directory");
+    if (!options.create || options.read_only) return NotFound(where + " does not exist");
+    std::filesystem::create_directories(c->dir_, ec);
+    if (ec) return IoError("cannot create " + where + ": " + ec.message());
+  }
+  DFLASH_ASSIGN_OR_RETURN(FilesystemInfo fs, ProbeFilesystem(c->dir_));
+  if (fs.is_network && !options.allow_network_fs && !EnvFlag("DFLASH_CACHE_ALLOW_NETWORK_FS")) {
+    return Unsupported(where + " is on " + fs.name +
+                       ", a network filesystem where SQLite's WAL locking is unreliable; use a local disk "
+                       "(--cache-dir), move tuned caches with export/import, or set "
+                       "DFLASH_CACHE_ALLOW_NETWORK_FS=1 at your own risk");
+  }
+  const std::filesystem::path db = c->db_path();
+  // A concurrent checkpoint writes page 1 (with the new page count) before it appends the pages, so a raw
+  // header check can briefly see a "truncated" file: only a verdict that persists counts.
+  Status header = CheckDatabaseFileHeader(db);
+  for (int attempt = 0; !header.ok() && header.code() == ErrorCode::kCorruption && attempt < 40; ++attempt) {
+    ::usleep(50000);
+    header = CheckDatabaseFileHeader(db);
+  }
+  DFLASH_RETURN_IF_ERROR(header);
+  const bool db_exists = std::filesystem::exists(db, ec);
+  bool writable = !options.read_only && DirectoryWritable(c->dir_) &&
+                  (!db_exists || ::access(db.c_str(), R_OK | W_OK) == 0);
+  if (!writable && !options.read_only) c->open_note_ = "read-only: " + where + " is not writable";
+  if (options.read_only) c->open_note_ = "read-only by request";
+
+  if (writable) {
+    std::filesystem::create_directories(c->dir_ / "locks", ec);
+    if (ec) return IoError("cannot create " + (c->dir_ / "locks").string() + ": " + ec.message());
+    DFLASH_ASSIGN_OR_RETURN(c->db_, Db::Open(db.string(), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE));
+    // SQLite's own wait per statement stays inside the caller's busy budget; WriteTransaction retries beyond it.
+    sqlite3_busy_timeout(c->db_.get(), static_cast<int>(std::min<std::int64_t>(options.busy_budget.count(), 5000)));
+    // journal_mode=WAL is persistent; setting it needs a brief write lock, retried like any write.
+    Status st;
+    for (int i = 0; i < 50; ++i) {
+      DFLASH_ASSIGN_OR_RETURN(Stmt s, c->db_.Prepare("PRAGMA journal_mode=WAL"));
+      Result<bool> row = s.Step();
+      st = row.ok() ? Status::Ok() : row.status();
+      if (st.ok() && s.Text(0) != "wal") st = Unsupported("cannot switch " + db.string() + " to WAL mode");
+      if (st.code() != ErrorCode::kBusy) break;
+      ::usleep(100000);
+    }
+    if (!st.ok()) return st.WithContext("opening " + db.string());
+    DFLASH_RETURN_IF_ERROR(c->db_.Exec("PRAGMA synchronous=FULL"));
+    if (Status s2 = EnsureSchema(c->db_); !s2.ok()) return s2.WithContext("opening " + db.string());
+  } else {
+    c->read_only_ = true;
+    if (!db_exists) {
+      c->empty_ = true;
+      return c;
+    }
+    Result<Db> ro = Db::Open(FileUri(db, "mode=ro"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+    Result<std::int64_t> version = ro.ok() ? ro->QueryInt("PRAGMA user_version") : Result<std::int64_t>(ro.status());
+    if (!version.ok() && version.status().code() != ErrorCode::kCorruption) {
+      // A WAL database in a directory we cannot write: SQLite cannot create the -shm index. Open it as
+      // immutable instead (what the last checkpoint holds; fine for a read-only consumer).
+      ro = Db::Open(FileUri(db, "immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+      version = ro.ok() ? ro->QueryInt("PRAGMA user_version") : Result<std::int64_t>(ro.status());
+    }
+    if (!version.ok()) return version.status().WithContext("opening " + db.string() + " read-only");
+    c->db_ = std::move(*ro);
+    if (*version == 0) {
+      c->empty_ = true;
+      return c;
+    }
+    DFLASH_RETURN_IF_ERROR(CheckSchemaReadable(c->db_));
+  }
+  // Touch the schema once so garbage that passed the header check fails here, at open, with a clear error.
+  if (Result<std::int64_t> n = c->db_.QueryInt("SELECT count(*) FROM sqlite_master"); !n.ok()) {
+    return n.status().WithContext("opening " + db.string());
+  }
+  return c;
+}
+
+KernelCache::~KernelCache() { FlushCounters().ok(); }
+
+Status KernelCache::FlushCounters() {
+  if (read_only_ || empty_) return Status::Ok();
+  const std::int64_t h = hits_.exchange(0), m = misses_.exchange(0), q = quarantined_.exchange(0);
+  if (h == 0 && m == 0 && q == 0) return Status::Ok();
+  std::lock_guard<std::mutex> g(mu_);
+  Status st = db_.WriteTransaction(
+      [&]() -> Status {
+        for (auto [name, value] : {std::pair{"hits", h}, {"misses", m}, {"quarantined", q}}) {
+          DFLASH_ASSIGN_OR_RETURN(Stmt s, db_.Prepare("INSERT INTO counters(name, value) VALUES(?, ?) ON CONFLICT(name) "
+                                                      "DO UPDATE SET value = value + excluded.value"));
+          s.Bind(1, std::string_view(name)).Bind(2, value);
+          DFLASH_RETURN_IF_ERROR(s.Run());
+        }
+        return Status::Ok();
+      },
+      busy_budget_);
+  if (!st.ok()) {  // keep the counts for the next flush
+    hits_ += h;
+    misses_ += m;
+    quarantined_ += q;
+  }
+  return st;
+}
+
+Result<std::optional<Entry>> KernelCache::Lookup(const TuningKey& key) {
+  std::lock_guard<std::mutex> g(mu_);
+  Result<std::optional<Entry>> r = LookupLocked(key);
+  if (r.ok()) (r->has_value() ? hits_ : misses_)++;
+  return r;
+}
+
+Result<std::optional<Entry>> KernelCache::LookupLocked(const TuningKey& key) {
+  if (empty_) return std::optional<Entry>();
+  const std::string digest = key.Digest();
+  DFLASH_ASSIGN_OR_RETURN(Stmt s, db_.Prepare(std::string("SELECT ") + kEntryColumns +
+                                              " FROM entries WHERE key_digest = ?"));
+  s.Bind(1, digest);
+  DFLASH_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return std::optional<Entry>();
+  Entry e = EntryFromRow(s);
+  Status ok = VerifyEntry(e, s.Text(0), &key);
+  if (ok.ok()) ok = CheckCubinForArch(e.cubin, key.arch);
+  if (!ok.ok()) {
+    DFLASH_RETURN_IF_ERROR(QuarantineLocked("entries", digest, ok.message()));
+    return std::optional<Entry>();
+  }
+  return std::optional<Entry>(std::move(e));
+}
+
+Status KernelCache::Publish(const Entry& entry, std::span<const CandidateResult> candidates) {
+  if (read_only_) return ReadOnlyError("cannot publish to " + dir_.string() + ": " + open_note_);
+  Entry sealed = entry;
+  sealed.Seal();
+  if (Status st = CheckCubinForArch(sealed.cubin, sealed.key.arch); !st.ok()) {
+    return InvalidArgument("refusing to publish " + sealed.key.ReadableName() + ": " + st.message());
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  return db_.WriteTransaction(
+      [&]() -> Status {
+        DFLASH_RETURN_IF_ERROR(InsertEntry(db_, sealed));
+        for (const CandidateResult& c : candidates) DFLASH_RETURN_IF_ERROR(UpsertCandidate(db_, c));
+        return Status::Ok();
+      },
+      busy_budget_);
+}
+
+Result<NamedLock> KernelCache::LockFor(const std::string& name) {
+  return NamedLock::Acquire(dir_ / "locks", name);
+}
+
+Result<KernelCache::Built> KernelCache::GetOrBuild(const TuningKey& key,
+                                                   const std::function<Result<Entry>()>& build) {
+  DFLASH_ASSIGN_OR_RETURN(std::optional<Entry> hit, Lookup(key));
+  if (hit) return Built{std::move(*hit), false};
+  if (read_only_) return ReadOnlyError("no entry for " + key.ReadableName() + " and " + open_note_);
+  DFLASH_ASSIGN_OR_RETURN(NamedLock lock, LockFor("k-" + key.Digest()));
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    DFLASH_ASSIGN_OR_RETURN(std::optional<Entry> again, LookupLocked(key));
+    if (again) {
+      ++hits_;
+      return Built{std::move(*again), false};
+    }
+  }
+  DFLASH_ASSIGN_OR_RETURN(Entry built, build());
+  if (!(built.key == key)) return Internal("build callback returned an entry for another key");
+  DFLASH_RETURN_IF_ERROR(Publish(built));
+  built.Seal();
+  return Built{std::move(built), true};
+}
+
+Result<std::optional<Artifact>> KernelCache::LookupArtifact(const ArtifactKey& key) {
+  std::lock_guard<std::mutex> g(mu_);
+  return LookupArtifactLocked(key);
+}
+
+Result<std::optional<Artifact>> KernelCache::LookupArtifactLocked(const ArtifactKey& key) {
+  if (empty_) return std::optional<Artifact>();
+  const std::string digest = key.Digest();
+  DFLASH_ASSIGN_OR_RETURN(Stmt s, db_.Prepare(std::string("SELECT ") + kArtifactColumns +
+                                              " FROM artifacts WHERE artifact_digest = ?"));
+  s.Bind(1, digest);
+  DFLASH_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return std::optional<Artifact>();
+  Artifact a = ArtifactFromRow(s);
+  Status ok = VerifyArtifact(a, s.Text(0), &key);
+  if (ok.ok() && a.status == ArtifactStatus::kOk) ok = CheckCubinForArch(a.cubin, key.arch);
+  if (!ok.ok()) {
+    DFLASH_RETURN_IF_ERROR(QuarantineLocked("artifacts", digest, ok.message()));
+    return std::optional<Artifact>();
+  }
+  return std::optional<Artifact>(std::move(a));
+}
+
+Status KernelCache::PutArtifact(const Artifact& artifact) {
+  if (read_only_) return ReadOnlyError("cannot store artifacts in " + dir_.string() + ": " + open_note_);
+  Artifact sealed = artifact;
+  sealed.Seal();
+  std::lock_guard<std::mutex> g(mu_);
+  return db_.WriteTransaction([&]() { return InsertArtifact(db_, sealed); }, busy_budget_);
+}
+
+Result<KernelCache::BuiltArtifact> KernelCache::GetOrBuildArtifact(const ArtifactKey& key,
+                                                                   const std::function<Result<Artifact>()>& build) {
+  DFLASH_ASSIGN_OR_RETURN(std::optional<Artifact> hit, LookupArtifact(key));
+  if (hit) return BuiltArtifact{std::move(*hit), false};
+  if (read_only_) {  // nothing can be stored: build for this process only
+    DFLASH_ASSIGN_OR_RETURN(Artifact a, build());
+    a.Seal();
+    return BuiltArtifact{std::move(a), true};
+  }
+  DFLASH_ASSIGN_OR_RETURN(NamedLock lock, LockFor("a-" + key.Digest()));
+  DFLASH_ASSIGN_OR_RETURN(std::optional<Artifact> again, LookupArtifact(key));
+  if (again) return BuiltArtifact{std::move(*again), false};
+  DFLASH_ASSIGN_OR_RETURN(Artifact a, build());
+  if (!(a.key == key)) return Internal("build callback returned an artifact for another key");
+  DFLASH_RETURN_IF_ERROR(PutArtifact(a));
+  a.Seal();
+  return BuiltArtifact{std::move(a), true};
+}
+
+Status KernelCache::RecordCandidates(std::span<const CandidateResult> results) {
+  if (read_only_) return ReadOnlyError("cannot record candidates in " + dir_.string() + ": " + open_note_);
+  std::lock_guard<std::mutex> g(mu_);
+  return db_.WriteTransaction(
+      [&]() -> Status {
+        for (const CandidateResult& c : results) DFLASH_RETURN_IF_ERROR(UpsertCandidate(db_, c));
+        return Status::Ok();
+      },
+      busy_budget_);
+}
+
+Result<std::vector<CandidateResult>> KernelCache::Candidates(const std::string& key_digest) {
+  std::lock_guard<std::mutex> g(mu_);
+  std::vector<CandidateResult> out;
+  if (empty_) return out;
+  DFLASH_ASSIGN_OR_RETURN(Stmt s, db_.Prepare("SELECT key_digest, config, outcome, median_ms, spread, repetitions, "
+                                              "reason, gpu_name, created_at FROM candidates WHERE key_digest = ? "
+                                              "ORDER BY config"));
+  s.Bind(1, key_digest);
+  while (true) {
+    DFLASH_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    CandidateResult c;
+    c.key_digest = s.Text(0);
+    c.config = s.Text(1);
+    if (!OutcomeFromName(s.Text(2), &c.outcome)) continue;  // unknown outcome from a newer tool: skip
+    c.timing = {s.Real(3), s.Real(4), static_cast<int>(s.Int(5))};
+    c.reason = s.Text(6);
+    c.gpu_name = s.Text(7);
+    c.created_at = s.Int(8);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+Status KernelCache::Quarantine(const std::string& table, const std::string& digest, const std::string& reason) {
+  std::lock_guard<std::mutex> g(mu_);
+  return QuarantineLocked(table, digest, reason);
+}
+
+Status KernelCache::QuarantineLocked(const std::string& table, const std::string& digest, const std::string& reason) {
+  ++quarantined_;
+  if (read_only_) return Status::Ok();  // cannot move it; the read is still a miss
+  if (table != "entries" && table != "artifacts") return InvalidArgument("no table " + table);
+  const std::string key_col = table == "entries" ? "key_digest" : "artifact_digest";
+  return db_.WriteTransaction(
+      [&]() -> Status {
+        DFLASH_ASSIGN_OR_RETURN(Stmt s, db_.Prepare("SELECT * FROM " + table + " WHERE " + key_col + " = ?"));
+        s.Bind(1, digest);
+        DFLASH_ASSIGN_OR_RETURN(bool row, s.Step());
+        if (!row) return Status::Ok();  // another process quarantined it first
+        nlohmann::json j = nlohmann::json::object();
+        std::vector<std::uint8_t> blob;
+        // Keep every text/number column as JSON and the cubin as the blob.
+        DFLASH_ASSIGN_OR_RETURN(Stmt cols, db_.Prepare("SELECT name FROM pragma_table_info('" + table + "')"));
+        int i = 0;
+        while (true) {
+          DFLASH_ASSIGN_OR_RETURN(bool more, cols.Step());
+          if (!more) break;
+          const std::string name = cols.Text(0);
+          if (name == "cubin") {
+            blob = s.Blob(i);
+          } else {
+            j[name] = s.Text(i);
+          }
+          ++i;
+        }
+        DFLASH_ASSIGN_OR_RETURN(Stmt ins, db_.Prepare("INSERT INTO quarantine(source_table, row_key, reason, "
+                                                      "quarantined_at, row_json, blob) VALUES(?,?,?,?,?,?)"));
+        ins.Bind(1, table).Bind(2, digest).Bind(3, reason).Bind(4, Now()).Bind(5, j.dump());
+        ins.Bind(6, std::span<const std::uint8_t>(blob));
+        DFLASH_RETURN_IF_ERROR(ins.Run());
+        DFLASH_ASSIGN_OR_RETURN(Stmt del, db_.Prepare("DELETE FROM " + table + " WHERE " + key_col + " = ?"));
+        del.Bind(1, digest);
+        return del.Run();
+      },
+      busy_budget_);
+}
+
+}  // namespace dflash::cache

@@ -1,0 +1,32 @@
+// Internal to cache/: how Entry/Artifact/CandidateResult map to SQL rows and JSON, and how a row read back is
+// verified. One place for the column lists, so the publish path and every reader agree.
+// Thread-safety: pure functions over a Db the caller serialises.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "cache/entry.h"
+#include "cache/sqlite_db.h"
+
+namespace dflash::cache {
+
+extern const char* const kEntryColumns;     // SELECT list matching EntryFromRow
+extern const char* const kArtifactColumns;  // SELECT list matching ArtifactFromRow
+
+Entry EntryFromRow(const Stmt& s);
+Artifact ArtifactFromRow(const Stmt& s);
+Status InsertEntry(Db& db, const Entry& e);        // INSERT OR REPLACE
+Status InsertArtifact(Db& db, const Artifact& a);  // INSERT OR REPLACE
+Status UpsertCandidate(Db& db, const CandidateResult& c);
+
+// Ok, or Corruption naming the first failed check: digest vs fields, cubin SHA-256, row checksum, and
+// (when expected is given) every key field against the key the caller asked for.
+Status VerifyEntry(const Entry& e, const std::string& stored_digest, const TuningKey* expected = nullptr);
+Status VerifyArtifact(const Artifact& a, const std::string& stored_digest, const ArtifactKey* expected = nullptr);
+
+nlohmann::json EntryToJson(const Entry& e, bool with_cubin);
+Result<Entry> EntryFromJson(const nlohmann::json& j);  // expects the cubin (base64)
+std::string Base64Encode(std::span<const std::uint8_t> bytes);
+Result<std::vector<std::uint8_t>> Base64Decode(const std::string& text);
+
+}  // namespace dflash::cache
