@@ -1,12 +1,14 @@
 // Per-arch hardware limits and the pruning rule built on them: a variant whose registers, shared memory or
 // threads cannot run on the arch (or that spills, unless allowed) is pruned before anyone benchmarks it.
-// Owns: the limits table (sm_80 … sm_121). Pure data; thread-safe.
+// Owns: the limits table (sm_75 … sm_121: the archs NVRTC 13.0 targets whose limits the CUDA programming guide
+// documents; sm_88 and sm_110 are left out until their limits are confirmed). Pure data; thread-safe.
 #pragma once
 
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tuner/nvrtc_compiler.h"
 
@@ -27,6 +29,10 @@ struct ArchLimits {
 std::optional<ArchLimits> LimitsFor(std::string_view arch);
 // Every arch in the table, oldest first.
 const std::vector<ArchLimits>& AllArchLimits();
+
+// Registers one block of `threads` threads at `registers_per_thread` occupies on an SM, as the hardware
+// allocates them (per warp in units of 256, warps rounded up to the 4 SM sub-partitions; cuda_occupancy.h).
+long long RegistersAllocatedPerBlock(int registers_per_thread, unsigned threads);
 
 // Empty when a kernel with `usage`, `threads` per block and `dynamic_shared` bytes can run on `limits`;
 // otherwise the reason ("shared memory 120000 B > 101376 B max per block on sm_120").
