@@ -8,6 +8,7 @@
 
 #include <cuda.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -56,6 +57,17 @@ struct DriverApi {
   decltype(&::cuEventElapsedTime) EventElapsedTime;
   decltype(&::cuGetErrorName) GetErrorName;
   decltype(&::cuGetErrorString) GetErrorString;
+  // Added by the runtime/benchmark half: device identity, async copies, non-blocking completion queries.
+  decltype(&::cuDeviceGetPCIBusId) DeviceGetPCIBusId;
+  decltype(&::cuDeviceGetUuid) DeviceGetUuid;
+  decltype(&::cuCtxPushCurrent) CtxPushCurrent;
+  decltype(&::cuCtxPopCurrent) CtxPopCurrent;
+  decltype(&::cuMemsetD32Async) MemsetD32Async;
+  decltype(&::cuMemcpyHtoDAsync) MemcpyHtoDAsync;
+  decltype(&::cuMemcpyDtoHAsync) MemcpyDtoHAsync;
+  decltype(&::cuMemcpyDtoDAsync) MemcpyDtoDAsync;
+  decltype(&::cuStreamQuery) StreamQuery;
+  decltype(&::cuEventQuery) EventQuery;
 };
 
 // Loads libcuda.so.1 and calls cuInit once. Unsupported("no CUDA driver: ...") when it is absent.
@@ -74,6 +86,10 @@ struct DeviceInfo {
   std::size_t total_memory = 0;
   int max_shared_per_block_optin = 0;
   int driver_version = 0;  // e.g. 13000
+  // Identity that does not depend on the ordinal (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER): two processes that
+  // see one GPU under different ordinals agree on these. Either may be empty when the driver does not report it.
+  std::string pci_bus_id;  // "0000:3B:00.0" (cuDeviceGetPCIBusId)
+  std::string uuid;        // "GPU-1a2b3c4d-...": cuDeviceGetUuid (a MIG instance's own) in nvidia-smi -L form
   std::string arch() const { return "sm_" + std::to_string(cc_major * 10 + cc_minor); }
 };
 
@@ -99,6 +115,7 @@ class Context {
 
 class DeviceBuffer {
  public:
+  // InvalidArgument for 0 bytes; the label names the buffer in errors ("cuMemAlloc(N bytes) failed for <label>").
   static Result<DeviceBuffer> Alloc(std::size_t bytes, std::string_view label = {});
   DeviceBuffer() = default;
   DeviceBuffer(DeviceBuffer&&) noexcept;
@@ -111,6 +128,9 @@ class DeviceBuffer {
   Status Upload(const void* host, std::size_t bytes);          // synchronous
   Status Download(void* host, std::size_t bytes) const;        // synchronous
   Status Fill(std::uint8_t byte, CUstream stream = nullptr);   // every byte := byte (poisoning, L2 flush)
+  // Gives up ownership without freeing; the buffer becomes empty. For the one case where freeing would block
+  // forever: cuMemFree waits for pending work, and a kernel that timed out may never finish.
+  CUdeviceptr Release();
 
  private:
   CUdeviceptr ptr_ = 0;
@@ -128,6 +148,8 @@ class Stream {
   ~Stream();
   CUstream get() const { return s_; }
   Status Synchronize() const;
+  // True when all work queued on the stream has completed; never blocks.
+  Result<bool> Query() const;
 
  private:
   CUstream s_ = nullptr;
@@ -145,6 +167,11 @@ class Event {
   CUevent get() const { return e_; }
   Status Record(CUstream s);
   Status Synchronize() const;
+  // True when the work before the last Record has completed; never blocks.
+  Result<bool> Query() const;
+  // Polls until the event completes; Timeout (naming `label`) when it has not after `timeout`. Unlike
+  // Synchronize this cannot hang on a kernel that never ends (the kernel keeps running: see benchmark.h).
+  Status WaitFor(std::chrono::duration<double, std::milli> timeout, std::string_view label = {}) const;
   // Milliseconds from start to end (both recorded and completed).
   static Result<float> Elapsed(const Event& start, const Event& end);
 
