@@ -31,7 +31,7 @@ struct TuningKey {
 
 struct ArtifactKey {
   std::string family;
-  std::string config;           // canonical JSON of the variant's config
+  std::string config;           // readable description of what is compiled (name expressions, defines)
   std::string source_hash;      // SHA-256 of the variant's translation unit (sources + defines + names + options)
   std::string compile_options;
   std::string arch;

@@ -68,10 +68,11 @@ Result<std::unique_ptr<KernelCache>> KernelCache::Open(const CacheOptions& optio
   const std::filesystem::path db = c->db_path();
   // A concurrent checkpoint writes page 1 (with the new page count) before it appends the pages, so a raw
   // header check can briefly see a "truncated" file: only a verdict that persists counts.
-  Status header = CheckDatabaseFileHeader(db);
-  for (int attempt = 0; !header.ok() && header.code() == ErrorCode::kCorruption && attempt < 40; ++attempt) {
+  bool transient = false;
+  Status header = CheckDatabaseFileHeader(db, &transient);
+  for (int attempt = 0; !header.ok() && transient && attempt < 40; ++attempt) {
     ::usleep(50000);
-    header = CheckDatabaseFileHeader(db);
+    header = CheckDatabaseFileHeader(db, &transient);
   }
   DFLASH_RETURN_IF_ERROR(header);
   const bool db_exists = std::filesystem::exists(db, ec);
@@ -84,6 +85,9 @@ Result<std::unique_ptr<KernelCache>> KernelCache::Open(const CacheOptions& optio
     std::filesystem::create_directories(c->dir_ / "locks", ec);
     if (ec) return IoError("cannot create " + (c->dir_ / "locks").string() + ": " + ec.message());
     DFLASH_ASSIGN_OR_RETURN(c->db_, Db::Open(db.string(), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE));
+    // Cubins are 10 KiB - 1 MiB blobs: 64 KiB pages keep a hit to a few overflow pages. Only takes effect
+    // when the database is created (before the first write); existing databases keep their page size.
+    DFLASH_RETURN_IF_ERROR(c->db_.Exec("PRAGMA page_size=65536"));
     // SQLite's own wait per statement stays inside the caller's busy budget; WriteTransaction retries beyond it.
     sqlite3_busy_timeout(c->db_.get(), static_cast<int>(std::min<std::int64_t>(options.busy_budget.count(), 5000)));
     // journal_mode=WAL is persistent; setting it needs a brief write lock, retried like any write.
@@ -121,6 +125,8 @@ Result<std::unique_ptr<KernelCache>> KernelCache::Open(const CacheOptions& optio
     }
     DFLASH_RETURN_IF_ERROR(CheckSchemaReadable(c->db_));
   }
+  // Reads through mmap: a hit copies the blob straight from the page cache instead of one read() per page.
+  (void)c->db_.Exec("PRAGMA mmap_size=2147418112");
   // Touch the schema once so garbage that passed the header check fails here, at open, with a clear error.
   if (Result<std::int64_t> n = c->db_.QueryInt("SELECT count(*) FROM sqlite_master"); !n.ok()) {
     return n.status().WithContext("opening " + db.string());
@@ -201,7 +207,8 @@ Result<NamedLock> KernelCache::LockFor(const std::string& name) {
 }
 
 Result<KernelCache::Built> KernelCache::GetOrBuild(const TuningKey& key,
-                                                   const std::function<Result<Entry>()>& build) {
+                                                   const std::function<Result<Entry>()>& build,
+                                                   const std::vector<CandidateResult>* candidates) {
   DFLASH_ASSIGN_OR_RETURN(std::optional<Entry> hit, Lookup(key));
   if (hit) return Built{std::move(*hit), false};
   if (read_only_) return ReadOnlyError("no entry for " + key.ReadableName() + " and " + open_note_);
@@ -216,7 +223,7 @@ Result<KernelCache::Built> KernelCache::GetOrBuild(const TuningKey& key,
   }
   DFLASH_ASSIGN_OR_RETURN(Entry built, build());
   if (!(built.key == key)) return Internal("build callback returned an entry for another key");
-  DFLASH_RETURN_IF_ERROR(Publish(built));
+  DFLASH_RETURN_IF_ERROR(candidates ? Publish(built, *candidates) : Publish(built));
   built.Seal();
   return Built{std::move(built), true};
 }

@@ -95,7 +95,10 @@ class KernelCache {
     bool built_here = false;  // false: someone else (another thread or process) had built or was building it
   };
   // Single flight across threads and processes: `build` runs at most once per key while its result is cached.
-  Result<Built> GetOrBuild(const TuningKey& key, const std::function<Result<Entry>()>& build);
+  // `candidates`, when given, is read after `build` returns and published in the same transaction as the entry
+  // (the build fills it with every candidate's result).
+  Result<Built> GetOrBuild(const TuningKey& key, const std::function<Result<Entry>()>& build,
+                           const std::vector<CandidateResult>* candidates = nullptr);
 
   // --- artifacts (compiled variants) ----------------------------------------------------------------------
   Result<std::optional<Artifact>> LookupArtifact(const ArtifactKey& key);

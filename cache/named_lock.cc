@@ -40,6 +40,7 @@ bool ValidName(const std::string& name) {
 Status EnsureLockFile(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0) return IoError("cannot create lock file " + path + ": " + std::strerror(errno));
+  ::fchmod(fd, 0666);  // past the umask: other users' processes must be able to lock it too (best effort)
   ::close(fd);
   return Status::Ok();
 }

@@ -48,7 +48,8 @@ Status RefuseNewer(std::int64_t version) {
 
 }  // namespace
 
-Status CheckDatabaseFileHeader(const std::filesystem::path& db_path) {
+Status CheckDatabaseFileHeader(const std::filesystem::path& db_path, bool* maybe_transient) {
+  if (maybe_transient) *maybe_transient = false;
   std::error_code ec;
   if (!std::filesystem::exists(db_path, ec)) return Status::Ok();
   const auto size = std::filesystem::file_size(db_path, ec);
@@ -69,6 +70,7 @@ Status CheckDatabaseFileHeader(const std::filesystem::path& db_path) {
   if (page_size < 512 || (page_size & (page_size - 1)) != 0) {
     return Corruption(db_path.string() + " has an invalid page size in its header");
   }
+  if (maybe_transient) *maybe_transient = true;  // from here on, every verdict is about the file's length
   if (size % page_size != 0) {
     return Corruption(db_path.string() + " is truncated (" + std::to_string(size) + " bytes is not a whole number of " +
                       std::to_string(page_size) + "-byte pages)");

@@ -18,5 +18,11 @@ function(dflash_embed_sources target)
     DEPENDS ${abs_files} ${DFLASH_EMBED_SCRIPT}
     COMMENT "Embedding kernel sources into ${ARG_SYMBOL}"
     VERBATIM)
+  # The target may live in another directory (kernels/<family>/ adds to dflash_kernels of kernels/): a local
+  # target drives the custom command, the target waits on it, and the generated file is marked GENERATED in the
+  # target's directory too.
+  add_custom_target(${ARG_SYMBOL}_embed DEPENDS ${out})
+  add_dependencies(${target} ${ARG_SYMBOL}_embed)
+  set_source_files_properties(${out} TARGET_DIRECTORY ${target} PROPERTIES GENERATED TRUE)
   target_sources(${target} PRIVATE ${out})
 endfunction()
