@@ -1,0 +1,34 @@
+#include "tuner/kernel_provider.h"
+
+#include "tuner/tuning_key.h"
+
+namespace dflash::tuner {
+
+std::string WarmupCommandFor(const KernelFamily& family, const Problem& problem, const std::string& arch,
+                             const std::string& cache_dir) {
+  return "dflash-tune warmup --arch " + arch + " --cache-dir '" + cache_dir + "' --problem '" +
+         std::string(family.name()) + "=" + problem.dump() + "'";
+}
+
+Result<ResolvedKernel> KernelProvider::Get(const KernelFamily& family, const Problem& problem) {
+  DFLASH_ASSIGN_OR_RETURN(Problem bucket, family.Bucket(problem));
+  const std::string arch = ctx_.info().arch();
+  const cache::TuningKey key = MakeTuningKey(family, bucket, arch);
+  const std::string digest = key.Digest();
+  std::lock_guard<std::mutex> g(mu_);
+  if (auto it = loaded_.find(digest); it != loaded_.end()) return it->second.first;
+  DFLASH_ASSIGN_OR_RETURN(std::optional<cache::Entry> entry, cache_.Lookup(key));
+  if (!entry) {
+    return NotFound("no tuned kernel for " + key.ReadableName() + " (key " + digest.substr(0, 12) +
+                    "); fill it with: " + WarmupCommandFor(family, problem, arch, cache_.dir().string()));
+  }
+  DFLASH_ASSIGN_OR_RETURN(Config config, ConfigFromJson(entry->config));
+  DFLASH_RETURN_IF_ERROR(ctx_.MakeCurrent());
+  DFLASH_ASSIGN_OR_RETURN(auto kernel, LoadedKernel::Load(entry->cubin, entry->kernel_names, config,
+                                                           std::string(family.name()) + "[" + ConfigLabel(config) + "]"));
+  ResolvedKernel r{&kernel->variant(), digest, entry->config, entry->timing.median_ms, entry->cubin_sha256};
+  loaded_[digest] = {r, std::move(kernel)};
+  return r;
+}
+
+}  // namespace dflash::tuner

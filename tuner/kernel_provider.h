@@ -1,0 +1,44 @@
+// KernelProvider: what callers (the trainer, benchmarks) use to run a family's tuned winner. It resolves the
+// cache entry for (family, bucketed problem, the context's arch), verifies it (the cache checks every read),
+// loads its cubin once per process and hands out the ready LoadedVariant. It never compiles or tunes: a missing
+// key fails with NotFound naming the key and the exact `dflash-tune warmup` command that fills it.
+// Thread-safety: Get may be called from any thread; returned variants live as long as the provider.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "cache/kernel_cache.h"
+#include "tuner/gpu_runtime.h"
+#include "tuner/kernel_family.h"
+#include "tuner/loaded_kernel.h"
+
+namespace dflash::tuner {
+
+struct ResolvedKernel {
+  const LoadedVariant* variant = nullptr;
+  std::string key_digest;
+  std::string config;
+  double tuned_ms = 0.0;
+  std::string cubin_sha256;
+};
+
+class KernelProvider {
+ public:
+  KernelProvider(cache::KernelCache& cache, const gpu::Context& ctx) : cache_(cache), ctx_(ctx) {}
+  Result<ResolvedKernel> Get(const KernelFamily& family, const Problem& problem);
+
+ private:
+  cache::KernelCache& cache_;
+  const gpu::Context& ctx_;
+  std::mutex mu_;
+  std::map<std::string, std::pair<ResolvedKernel, std::unique_ptr<LoadedKernel>>> loaded_;
+};
+
+// The command that tunes exactly this problem into `cache_dir` for `arch`.
+std::string WarmupCommandFor(const KernelFamily& family, const Problem& problem, const std::string& arch,
+                             const std::string& cache_dir);
+
+}  // namespace dflash::tuner

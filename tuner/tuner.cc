@@ -1,0 +1,278 @@
+#include "tuner/tuner.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <algorithm>
+#include <future>
+#include <map>
+#include <random>
+
+#include "tuner/device_lock.h"
+#include "tuner/loaded_kernel.h"
+#include "tuner/nvrtc_compiler.h"
+#include "tuner/tuning_key.h"
+#include "tuner/variant_build.h"
+
+namespace dflash::tuner {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+std::int64_t Now() { return static_cast<std::int64_t>(std::time(nullptr)); }
+
+std::string HostName() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+cache::CandidateResult Candidate(const std::string& digest, const Config& c, cache::Outcome o,
+                                 const std::string& reason, const std::string& gpu) {
+  cache::CandidateResult r;
+  r.key_digest = digest;
+  r.config = ConfigToJson(c);
+  r.outcome = o;
+  r.reason = reason.substr(0, 4000);
+  r.gpu_name = gpu;
+  r.created_at = Now();
+  return r;
+}
+
+bool IsFailure(cache::Outcome o) { return o != cache::Outcome::kOk && o != cache::Outcome::kPruned; }
+
+// Benchmarks the runnable candidates of one key on `ctx` and returns the winning entry; fills `results` with
+// every candidate's outcome. Runs under the cache's per-key lock (GetOrBuild) and takes the per-GPU lock.
+Result<cache::Entry> BenchmarkKey(cache::KernelCache& cache, const gpu::Context& ctx, const KernelFamily& family,
+                                  const Problem& bucket, const cache::TuningKey& key,
+                                  const std::vector<CompiledCandidate>& runnable, const TuneOptions& options,
+                                  std::uint64_t seed, const ProgressFn& progress, TuneCounts& counts,
+                                  std::vector<cache::CandidateResult>& results, Clock::time_point started) {
+  const std::string digest = key.Digest();
+  const std::string gpu_name = ctx.info().name;
+  std::map<std::string, cache::CandidateResult> previous;
+  if (auto prev = cache.Candidates(digest); prev.ok()) {
+    for (auto& r : *prev) previous[r.config] = r;
+  }
+  DFLASH_RETURN_IF_ERROR(ctx.MakeCurrent());
+  DFLASH_ASSIGN_OR_RETURN(cache::NamedLock gpu_lock, LockDeviceForBenchmark(ctx.info()));
+  DFLASH_ASSIGN_OR_RETURN(gpu::Stream stream, gpu::Stream::Create());
+  DFLASH_ASSIGN_OR_RETURN(auto workload, family.MakeWorkload(ctx, bucket, seed));
+
+  std::map<std::string, const CompiledCandidate*> by_config;
+  std::vector<Config> configs;
+  for (const auto& c : runnable) {
+    by_config[ConfigToJson(c.config)] = &c;
+    configs.push_back(c.config);
+  }
+  SearchPlan plan(family.params(), configs, options.budget, seed);
+  const int total = static_cast<int>(configs.size());
+  int done = 0;
+  std::optional<std::pair<const CompiledCandidate*, cache::Timing>> best;
+  while (auto next = plan.Next()) {
+    if (options.budget.max_seconds > 0 && SecondsSince(started) > options.budget.max_seconds) break;
+    const std::string cj = ConfigToJson(*next);
+    const CompiledCandidate& cand = *by_config.at(cj);
+    const std::string label = std::string(family.name()) + "[" + ConfigLabel(*next) + "]";
+    cache::CandidateResult result = Candidate(digest, *next, cache::Outcome::kOk, "", gpu_name);
+    auto it = previous.find(cj);
+    if (it != previous.end() && IsFailure(it->second.outcome)) {
+      result = it->second;  // failures are never retried for the same key and toolchain
+    } else if (it != previous.end() && it->second.outcome == cache::Outcome::kOk && it->second.gpu_name == gpu_name) {
+      result = it->second;  // measured before on this GPU model: keep the measurement
+    } else {
+      Status st = Status::Ok();
+      auto loaded = LoadedKernel::Load(cand.artifact.cubin, cand.artifact.kernel_names, *next, label);
+      if (!loaded.ok()) st = loaded.status();
+      if (st.ok()) st = workload->PoisonOutputs(stream.get());
+      if (st.ok()) st = workload->Launch((*loaded)->variant(), stream.get());
+      if (st.ok()) st = stream.Synchronize();
+      if (st.ok()) st = workload->Check(stream.get());
+      if (st.ok()) {
+        BenchOptions bo = options.bench;
+        bo.label = label;
+        auto m = Measure(ctx, stream.get(),
+                         [&](CUstream s) { return workload->Launch((*loaded)->variant(), s); }, bo);
+        if (m.ok()) {
+          result.timing = {m->median_ms, m->spread, m->repetitions};
+          ++counts.benchmarked;
+        } else {
+          st = m.status();
+        }
+      }
+      if (!st.ok()) {
+        result.outcome = st.code() == ErrorCode::kMismatch  ? cache::Outcome::kMismatch
+                         : st.code() == ErrorCode::kTimeout ? cache::Outcome::kTimeout
+                                                            : cache::Outcome::kLaunchFailed;
+        result.reason = st.message().substr(0, 4000);
+        if (st.code() == ErrorCode::kTimeout) {
+          results.push_back(result);
+          return st.WithContext("benchmarking " + label + " (the GPU may still be busy)");
+        }
+      }
+    }
+    if (result.outcome == cache::Outcome::kOk) {
+      plan.Report(*next, result.timing.median_ms);
+      if (!best || result.timing.median_ms < best->second.median_ms) best = {{&cand, result.timing}};
+    } else {
+      plan.Report(*next, std::nullopt);
+      ++counts.failed;
+    }
+    results.push_back(result);
+    if (progress) progress({std::string(family.name()), "benchmark", ++done, total});
+  }
+  if (!best) {
+    return NotFound("no variant of " + key.ReadableName() + " passed the correctness gate (" +
+                    std::to_string(results.size()) + " tried; see `dflash-tune show`/candidates)");
+  }
+  cache::Entry e;
+  e.key = key;
+  e.config = ConfigToJson(best->first->config);
+  e.kernel_names = best->first->artifact.kernel_names;
+  e.cubin = best->first->artifact.cubin;
+  e.timing = best->second;
+  e.provenance.host = HostName();
+  e.provenance.gpu_name = gpu_name;
+  e.provenance.sm_count = ctx.info().sm_count;
+  e.provenance.driver_version = std::to_string(ctx.info().driver_version);
+  e.provenance.nvrtc_version = NvrtcVersion();
+  e.provenance.created_at = Now();
+  e.provenance.tuning_wall_s = SecondsSince(started);
+  return e;
+}
+
+}  // namespace
+
+TuneCounts& TuneCounts::operator+=(const TuneCounts& o) {
+  compiled += o.compiled;
+  reused += o.reused;
+  benchmarked += o.benchmarked;
+  pruned += o.pruned;
+  invalid += o.invalid;
+  failed += o.failed;
+  winners_new += o.winners_new;
+  winners_cached += o.winners_cached;
+  return *this;
+}
+
+const char* KeyStatusName(KeyStatus s) {
+  switch (s) {
+    case KeyStatus::kCachedWinner: return "cached";
+    case KeyStatus::kNewWinner: return "tuned";
+    case KeyStatus::kCompiledOnly: return "compiled-only";
+    case KeyStatus::kNoValidVariant: return "no-valid-variant";
+  }
+  return "?";
+}
+
+Result<KeyReport> Tuner::Tune(const KernelFamily& family, const Problem& problem, const TuneOptions& options,
+                              const ProgressFn& progress) const {
+  const Clock::time_point started = Clock::now();
+  if (!IsValidArch(options.arch)) return InvalidArgument("unsupported arch '" + options.arch + "'");
+  DFLASH_ASSIGN_OR_RETURN(Problem bucket, family.Bucket(problem));
+  const cache::TuningKey key = MakeTuningKey(family, bucket, options.arch);
+  KeyReport report;
+  report.family = std::string(family.name());
+  report.signature = key.signature;
+  report.key_digest = key.Digest();
+  auto finish = [&](KeyReport r) {
+    r.wall_s = SecondsSince(started);
+    return r;
+  };
+
+  // 1. A verified winner ends the work.
+  DFLASH_ASSIGN_OR_RETURN(std::optional<cache::Entry> hit, cache_.Lookup(key));
+  if (hit) {
+    report.status = KeyStatus::kCachedWinner;
+    report.winner_config = hit->config;
+    report.winner_ms = hit->timing.median_ms;
+    report.counts.winners_cached = 1;
+    return finish(report);
+  }
+
+  // 2-3. Compile (in parallel, through the artifact single flight) and prune.
+  std::vector<Config> space = EnumerateSpace(family);
+  report.variants = static_cast<int>(space.size());
+  // Each process walks the space in its own order, so concurrent warmups of one key spread over different
+  // variants instead of queueing on the same artifact lock.
+  std::shuffle(space.begin(), space.end(), std::mt19937_64(std::random_device{}()));
+  std::vector<cache::CandidateResult> results;
+  std::vector<std::future<Result<CompiledCandidate>>> futures;
+  for (const Config& c : space) {
+    std::string why = family.InvalidReason(c, bucket);
+    if (!why.empty()) {
+      ++report.counts.pruned;
+      ++report.counts.invalid;
+      results.push_back(Candidate(report.key_digest, c, cache::Outcome::kPruned, why, ""));
+      continue;
+    }
+    futures.push_back(pool_.Submit([this, &family, c, &bucket, &options] {
+      return CompileCandidate(cache_, family, c, bucket, options.arch, options.allow_spills);
+    }));
+  }
+  std::vector<CompiledCandidate> runnable;
+  Status first_error = Status::Ok();
+  int compiled_done = 0;
+  for (auto& f : futures) {
+    Result<CompiledCandidate> r = f.get();  // wait for every task even after an error (they reference locals)
+    if (progress) progress({report.family, "compile", ++compiled_done, static_cast<int>(futures.size())});
+    if (!r.ok()) {
+      if (first_error.ok()) first_error = r.status();
+      continue;
+    }
+    (r->built_here ? report.counts.compiled : report.counts.reused)++;
+    if (r->outcome == cache::Outcome::kOk) {
+      runnable.push_back(std::move(*r));
+      continue;
+    }
+    (r->outcome == cache::Outcome::kPruned ? report.counts.pruned : report.counts.failed)++;
+    results.push_back(Candidate(report.key_digest, r->config, r->outcome, r->reason, ""));
+  }
+  if (!first_error.ok()) return first_error;
+
+  // 4-5. Benchmark, check and publish, when a GPU of this arch is here.
+  const bool can_time = gpu_ && gpu_->info().arch() == options.arch && !options.compile_only;
+  if (!can_time || runnable.empty()) {
+    if (!cache_.read_only() && !results.empty()) DFLASH_RETURN_IF_ERROR(cache_.RecordCandidates(results));
+    report.status = runnable.empty() ? KeyStatus::kNoValidVariant : KeyStatus::kCompiledOnly;
+    if (runnable.empty()) {
+      report.note = "every variant was pruned or failed to compile";
+    } else if (options.compile_only) {
+      report.note = "compile-only";
+    } else {
+      report.note = "timing needs a GPU of arch " + options.arch +
+                    (gpu_ ? " (this one is " + gpu_->info().arch() + ")" : " (no GPU present)");
+    }
+    return finish(report);
+  }
+  std::uint64_t seed = options.seed ? options.seed : std::random_device{}();
+  TuneCounts bench_counts;
+  auto built = cache_.GetOrBuild(
+      key,
+      [&]() -> Result<cache::Entry> {
+        auto e = BenchmarkKey(cache_, *gpu_, family, bucket, key, runnable, options, seed, progress, bench_counts,
+                              results, started);
+        if (!e.ok()) cache_.RecordCandidates(results).ok();  // keep what was learned (failures are not retried)
+        return e;
+      },
+      &results);
+  report.counts.benchmarked += bench_counts.benchmarked;
+  report.counts.failed += bench_counts.failed;
+  if (!built.ok()) {
+    if (built.status().code() == ErrorCode::kNotFound) {
+      report.status = KeyStatus::kNoValidVariant;
+      report.note = built.status().message();
+      return finish(report);
+    }
+    return built.status();
+  }
+  report.status = built->built_here ? KeyStatus::kNewWinner : KeyStatus::kCachedWinner;
+  (built->built_here ? report.counts.winners_new : report.counts.winners_cached) = 1;
+  report.winner_config = built->entry.config;
+  report.winner_ms = built->entry.timing.median_ms;
+  return finish(report);
+}
+
+}  // namespace dflash::tuner
