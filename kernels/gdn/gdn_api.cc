@@ -1,0 +1,256 @@
+#include "kernels/gdn/gdn_api.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/gdn/chunk_plan.h"
+#include "tuner/gpu_runtime.h"
+
+namespace dflash::gdn {
+namespace {
+
+constexpr std::size_t kAlign = 256;
+constexpr std::int64_t kMaxGridYZ = 65535;
+
+std::size_t AlignUp(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+struct Plans {
+  ChunkPlan chunks;
+  SegmentPlan segments;
+};
+
+Result<Plans> MakePlans(const Geometry& g, const GdnArgs& args) {
+  Plans p;
+  DFLASH_ASSIGN_OR_RETURN(p.chunks, PlanChunks(args.cu_seqlens, g.chunk));
+  const SegmentStart start = g.segment_chunks > 0 ? SegmentStart::kSegmentStates : SegmentStart::kZeroOrInitial;
+  DFLASH_ASSIGN_OR_RETURN(p.segments, PlanSegments(p.chunks, g.segment_chunks, start, args.h0 != 0));
+  if (static_cast<std::int64_t>(p.chunks.chunks.size()) > kMaxGridYZ ||
+      static_cast<std::int64_t>(p.segments.segments.size()) > kMaxGridYZ || p.chunks.num_seqs > kMaxGridYZ) {
+    return Unsupported("gdn: more than 65535 chunks, segments or sequences in one call (split the batch)");
+  }
+  return p;
+}
+
+// Byte offsets of the workspace regions, in order.
+struct Offsets {
+  std::size_t gcum, w, u, kd, vnew, hbuf, maps, seg_states, chunks, segments, final_index, seq_segments, total;
+};
+
+Offsets OffsetsOf(const Geometry& g, const GdnArgs& args, const Plans& p) {
+  const std::size_t T = static_cast<std::size_t>(p.chunks.num_tokens), HV = static_cast<std::size_t>(args.value_heads);
+  const std::size_t D = kHeadDim, nch = p.chunks.chunks.size(), nseg = p.segments.segments.size();
+  const bool split = g.segment_chunks > 0;
+  Offsets o{};
+  std::size_t at = 0;
+  auto take = [&](std::size_t bytes) {
+    const std::size_t here = at;
+    at = AlignUp(at + bytes);
+    return here;
+  };
+  o.gcum = take(T * HV * 4);
+  o.w = take(T * HV * D * 2);
+  o.u = take(T * HV * D * 2);
+  o.kd = take(T * HV * D * 2);
+  o.vnew = take(T * HV * D * 2);
+  o.hbuf = take(nch * HV * D * D * 2);
+  o.maps = take(split ? nseg * HV * D * 2 * D * 4 : 0);
+  o.seg_states = take(split ? nseg * HV * D * D * 4 : 0);
+  o.chunks = take(nch * sizeof(ChunkDesc));
+  o.segments = take(nseg * sizeof(SegmentDesc));
+  o.final_index = take(nseg * 4);
+  o.seq_segments = take(p.segments.seq_first_segment.size() * 4);
+  o.total = at;
+  return o;
+}
+
+Status Upload(CUdeviceptr dst, const void* src, std::size_t bytes, const char* what) {
+  if (bytes == 0) return Status::Ok();
+  DFLASH_ASSIGN_OR_RETURN(const gpu::DriverApi* api, gpu::Driver());
+  return gpu::CheckCu(api->MemcpyHtoD(dst, src, bytes), "cuMemcpyHtoD", std::string("gdn plan ") + what);
+}
+
+Status CheckRowPtr(CUdeviceptr p, const char* name) {
+  if (p == 0) return InvalidArgument(std::string("gdn: ") + name + " is null");
+  if (p % 16 != 0) return InvalidArgument(std::string("gdn: ") + name + " is not 16-byte aligned");
+  return Status::Ok();
+}
+
+Status CheckStrides(std::int64_t st, std::int64_t sh, const char* name) {
+  if (st <= 0 || sh <= 0) return InvalidArgument(std::string("gdn: ") + name + " strides must be positive");
+  if (st % 8 != 0 || sh % 8 != 0) {
+    return InvalidArgument(std::string("gdn: ") + name + " strides must be multiples of 8 elements (16-byte rows)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+GdnArgs GdnArgs::Contiguous(CUdeviceptr q, CUdeviceptr k, CUdeviceptr v, CUdeviceptr a, CUdeviceptr b,
+                            CUdeviceptr A_log, CUdeviceptr dt_bias, CUdeviceptr o, int heads, int value_heads,
+                            std::span<const std::int32_t> cu_seqlens) {
+  GdnArgs r;
+  r.q = q, r.k = k, r.v = v, r.a = a, r.b = b, r.A_log = A_log, r.dt_bias = dt_bias, r.o = o;
+  r.heads = heads, r.value_heads = value_heads, r.cu_seqlens = cu_seqlens;
+  r.q_stride_t = r.k_stride_t = static_cast<std::int64_t>(heads) * kHeadDim;
+  r.q_stride_h = r.k_stride_h = kHeadDim;
+  r.v_stride_t = r.o_stride_t = static_cast<std::int64_t>(value_heads) * kHeadDim;
+  r.v_stride_h = r.o_stride_h = kHeadDim;
+  r.ab_stride_t = value_heads;
+  return r;
+}
+
+Status ValidateArgs(const GdnArgs& a) {
+  if (a.heads < 1 || a.value_heads < a.heads || a.value_heads % a.heads != 0) {
+    return InvalidArgument("gdn: value_heads must be a positive multiple of heads");
+  }
+  if (a.cu_seqlens.size() < 2) return InvalidArgument("gdn: cu_seqlens must list at least one sequence");
+  DFLASH_RETURN_IF_ERROR(CheckRowPtr(a.q, "q"));
+  DFLASH_RETURN_IF_ERROR(CheckRowPtr(a.k, "k"));
+  DFLASH_RETURN_IF_ERROR(CheckRowPtr(a.v, "v"));
+  DFLASH_RETURN_IF_ERROR(CheckRowPtr(a.o, "o"));
+  DFLASH_RETURN_IF_ERROR(CheckStrides(a.q_stride_t, a.q_stride_h, "q"));
+  DFLASH_RETURN_IF_ERROR(CheckStrides(a.k_stride_t, a.k_stride_h, "k"));
+  DFLASH_RETURN_IF_ERROR(CheckStrides(a.v_stride_t, a.v_stride_h, "v"));
+  DFLASH_RETURN_IF_ERROR(CheckStrides(a.o_stride_t, a.o_stride_h, "o"));
+  if (a.a == 0 || a.b == 0 || a.A_log == 0 || a.dt_bias == 0) {
+    return InvalidArgument("gdn: a, b, A_log and dt_bias are required");
+  }
+  if (a.a % 2 != 0 || a.b % 2 != 0 || a.A_log % 4 != 0 || a.dt_bias % 4 != 0) {
+    return InvalidArgument("gdn: a, b must be 2-byte and A_log, dt_bias 4-byte aligned");
+  }
+  if (a.ab_stride_t < a.value_heads) return InvalidArgument("gdn: ab_stride_t is smaller than value_heads");
+  if ((a.h0 != 0 && a.h0 % 16 != 0) || (a.ht != 0 && a.ht % 16 != 0)) {
+    return InvalidArgument("gdn: h0 / ht must be 16-byte aligned");
+  }
+  if (!(a.scale >= 0.f) || std::isinf(a.scale)) return InvalidArgument("gdn: scale must be finite and >= 0");
+  return Status::Ok();
+}
+
+Result<std::size_t> ChunkedWorkspaceBytes(const Geometry& g, const GdnArgs& args) {
+  DFLASH_RETURN_IF_ERROR(ValidateArgs(args));
+  DFLASH_ASSIGN_OR_RETURN(Plans p, MakePlans(g, args));
+  return OffsetsOf(g, args, p).total;
+}
+
+Result<PreparedForward> PrepareChunkedForward(const Geometry& g, const GdnArgs& args, CUdeviceptr workspace,
+                                              std::size_t workspace_bytes) {
+  DFLASH_RETURN_IF_ERROR(ValidateArgs(args));
+  DFLASH_ASSIGN_OR_RETURN(Plans p, MakePlans(g, args));
+  const Offsets o = OffsetsOf(g, args, p);
+  if (workspace == 0 || workspace_bytes < o.total) {
+    return InvalidArgument("gdn: workspace of " + std::to_string(workspace_bytes) + " B is smaller than the " +
+                           std::to_string(o.total) + " B this call needs");
+  }
+  if (workspace % kAlign != 0) return InvalidArgument("gdn: workspace must be 256-byte aligned");
+  PreparedForward f;
+  f.geometry = g;
+  f.num_seqs = p.chunks.num_seqs;
+  f.num_chunks = static_cast<int>(p.chunks.chunks.size());
+  f.num_segments = static_cast<int>(p.segments.segments.size());
+  f.gcum = workspace + o.gcum, f.w = workspace + o.w, f.u = workspace + o.u, f.kd = workspace + o.kd;
+  f.vnew = workspace + o.vnew, f.hbuf = workspace + o.hbuf, f.maps = workspace + o.maps;
+  f.seg_states = workspace + o.seg_states, f.chunks = workspace + o.chunks, f.segments = workspace + o.segments;
+  f.final_index = workspace + o.final_index, f.seq_segments = workspace + o.seq_segments;
+  DFLASH_RETURN_IF_ERROR(Upload(f.chunks, p.chunks.chunks.data(), p.chunks.chunks.size() * sizeof(ChunkDesc), "chunks"));
+  DFLASH_RETURN_IF_ERROR(
+      Upload(f.segments, p.segments.segments.data(), p.segments.segments.size() * sizeof(SegmentDesc), "segments"));
+  DFLASH_RETURN_IF_ERROR(Upload(f.final_index, p.segments.final_state_index.data(),
+                                p.segments.final_state_index.size() * 4, "final index"));
+  DFLASH_RETURN_IF_ERROR(Upload(f.seq_segments, p.segments.seq_first_segment.data(),
+                                p.segments.seq_first_segment.size() * 4, "sequence segments"));
+  return f;
+}
+
+Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedForward& f, const GdnArgs& args,
+                             CUstream stream) {
+  const Geometry& g = f.geometry;
+  const KernelNames names = KernelNamesOf(g);
+  const unsigned nt = g.threads();
+  int H = args.heads, HV = args.value_heads;
+  float scale = args.scale > 0.f ? args.scale : 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+  CUdeviceptr null_ptr = 0;
+  std::string label = winner.label;
+
+  if (f.num_chunks > 0) {
+    DFLASH_ASSIGN_OR_RETURN(CUfunction prep, winner.Function(names.prep));
+    CUdeviceptr k = args.k, v = args.v, a = args.a, b = args.b, alog = args.A_log, dtb = args.dt_bias;
+    long long kst = args.k_stride_t, ksh = args.k_stride_h, vst = args.v_stride_t, vsh = args.v_stride_h,
+              abst = args.ab_stride_t;
+    CUdeviceptr chunks = f.chunks, gcum = f.gcum, w = f.w, u = f.u, kd = f.kd;
+    void* pa[] = {&k, &kst, &ksh, &v, &vst, &vsh, &a, &b, &abst, &alog, &dtb, &chunks, &H, &HV, &gcum, &w, &u, &kd};
+    DFLASH_RETURN_IF_ERROR(gpu::Launch(prep, {static_cast<unsigned>(f.num_chunks), static_cast<unsigned>(HV), 1},
+                                       {nt, 1, 1}, PrepSharedBytesOf(g), stream, pa, label + " prep"));
+  }
+  CUdeviceptr kd = f.kd, w = f.w, u = f.u, gcum = f.gcum, segs = f.segments, hbuf = f.hbuf, vnew = f.vnew;
+  CUdeviceptr state_h0 = args.h0;
+  const unsigned nseg = static_cast<unsigned>(f.num_segments);
+  if (g.segment_chunks > 0) {
+    DFLASH_ASSIGN_OR_RETURN(CUfunction transfer, winner.Function(names.transfer));
+    DFLASH_ASSIGN_OR_RETURN(CUfunction combine, winner.Function(names.combine));
+    CUdeviceptr maps = f.maps, states = f.seg_states, seq_segs = f.seq_segments, h0 = args.h0;
+    void* pt[] = {&kd, &w, &u, &gcum, &segs, &null_ptr, &HV, &null_ptr, &maps, &null_ptr, &null_ptr};
+    DFLASH_RETURN_IF_ERROR(gpu::Launch(transfer,
+                                       {static_cast<unsigned>(2 * kHeadDim / g.state_bv), static_cast<unsigned>(HV), nseg},
+                                       {nt, 1, 1}, StateSharedBytesOf(g), stream, pt, label + " transfer"));
+    void* pc[] = {&maps, &seq_segs, &HV, &h0, &states};
+    DFLASH_RETURN_IF_ERROR(gpu::Launch(combine,
+                                       {static_cast<unsigned>(kHeadDim / g.state_bv), static_cast<unsigned>(HV),
+                                        static_cast<unsigned>(f.num_seqs)},
+                                       {kCombineThreads, 1, 1}, CombineSharedBytesOf(g), stream, pc, label + " combine"));
+    state_h0 = f.seg_states;
+  }
+  DFLASH_ASSIGN_OR_RETURN(CUfunction state, winner.Function(names.state));
+  CUdeviceptr final_index = f.final_index, ht = args.ht;
+  void* ps[] = {&kd, &w, &u, &gcum, &segs, &final_index, &HV, &state_h0, &ht, &hbuf, &vnew};
+  DFLASH_RETURN_IF_ERROR(gpu::Launch(state, {static_cast<unsigned>(kHeadDim / g.state_bv), static_cast<unsigned>(HV), nseg},
+                                     {nt, 1, 1}, StateSharedBytesOf(g), stream, ps, label + " state"));
+  if (f.num_chunks > 0) {
+    DFLASH_ASSIGN_OR_RETURN(CUfunction output, winner.Function(names.output));
+    CUdeviceptr q = args.q, k = args.k, o = args.o, chunks = f.chunks;
+    long long qst = args.q_stride_t, qsh = args.q_stride_h, kst = args.k_stride_t, ksh = args.k_stride_h,
+              ost = args.o_stride_t, osh = args.o_stride_h;
+    void* po[] = {&q, &qst, &qsh, &k, &kst, &ksh, &gcum, &hbuf, &vnew, &chunks, &H, &HV, &scale, &o, &ost, &osh};
+    DFLASH_RETURN_IF_ERROR(gpu::Launch(output,
+                                       {static_cast<unsigned>(kHeadDim / g.out_bv), static_cast<unsigned>(f.num_chunks),
+                                        static_cast<unsigned>(HV)},
+                                       {nt, 1, 1}, OutputSharedBytesOf(g), stream, po, label + " output"));
+  }
+  return Status::Ok();
+}
+
+Status LaunchChunkedForward(const tuner::LoadedVariant& winner, const GdnArgs& args, CUdeviceptr workspace,
+                            std::size_t workspace_bytes, CUstream stream) {
+  DFLASH_ASSIGN_OR_RETURN(Geometry g, GeometryOf(winner.config));
+  DFLASH_ASSIGN_OR_RETURN(PreparedForward f, PrepareChunkedForward(g, args, workspace, workspace_bytes));
+  return LaunchPreparedForward(winner, f, args, stream);
+}
+
+std::size_t RecurrentWorkspaceBytes(const GdnArgs& args) { return AlignUp(args.cu_seqlens.size() * 4); }
+
+Status LaunchRecurrent(const tuner::LoadedVariant& winner, const GdnArgs& args, CUdeviceptr workspace,
+                       std::size_t workspace_bytes, CUstream stream) {
+  DFLASH_RETURN_IF_ERROR(ValidateArgs(args));
+  DFLASH_ASSIGN_OR_RETURN(ChunkPlan plan, PlanChunks(args.cu_seqlens, 64));  // validates cu_seqlens
+  if (plan.num_seqs > kMaxGridYZ) return Unsupported("gdn: more than 65535 sequences in one call");
+  if (workspace == 0 || workspace_bytes < RecurrentWorkspaceBytes(args)) {
+    return InvalidArgument("gdn: recurrent workspace too small");
+  }
+  DFLASH_RETURN_IF_ERROR(Upload(workspace, args.cu_seqlens.data(), args.cu_seqlens.size() * 4, "cu_seqlens"));
+  const KernelNames names = KernelNamesOf(Geometry{});
+  DFLASH_ASSIGN_OR_RETURN(CUfunction rec, winner.Function(names.recurrent));
+  CUdeviceptr q = args.q, k = args.k, v = args.v, a = args.a, b = args.b, alog = args.A_log, dtb = args.dt_bias;
+  CUdeviceptr cu = workspace, h0 = args.h0, ht = args.ht, o = args.o;
+  long long qst = args.q_stride_t, qsh = args.q_stride_h, kst = args.k_stride_t, ksh = args.k_stride_h,
+            vst = args.v_stride_t, vsh = args.v_stride_h, abst = args.ab_stride_t, ost = args.o_stride_t,
+            osh = args.o_stride_h;
+  int H = args.heads, HV = args.value_heads;
+  float scale = args.scale > 0.f ? args.scale : 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+  void* pr[] = {&q, &qst, &qsh, &k, &kst, &ksh, &v, &vst, &vsh, &a, &b, &abst, &alog, &dtb,
+                &cu, &H, &HV, &scale, &h0, &ht, &o, &ost, &osh};
+  return gpu::Launch(rec, {static_cast<unsigned>(kHeadDim / kRecurrentBv), static_cast<unsigned>(HV),
+                           static_cast<unsigned>(plan.num_seqs)},
+                     {static_cast<unsigned>(2 * kRecurrentBv), 1, 1}, 0, stream, pr, winner.label + " recurrent");
+}
+
+}  // namespace dflash::gdn

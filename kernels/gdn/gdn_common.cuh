@@ -1,0 +1,136 @@
+// Device building blocks shared by the gated-delta-net kernels: the gate math (g, beta), L2-normalised row
+// loading into shared memory, and a warp-level shared-memory GEMM on mma.sync m16n8k16 (bf16 in, fp32 out)
+// fed by ldmatrix. Free of host headers: NVRTC compiles it (cuda_bf16.h only). Portable sm_80 / sm_90 / sm_120.
+// Who may call: the gdn kernels of this folder. Thread-safety: device code; every helper documents which
+// threads of the block must call it together (the block-wide ones end with __syncthreads where stated).
+#pragma once
+
+#include <cuda_bf16.h>
+
+namespace gdn {
+
+using bf16 = __nv_bfloat16;
+
+constexpr float kL2Eps = 1e-6f;  // q, k normalisation: x * rsqrt(sum x^2 + eps)
+
+// softplus with torch's threshold (x > 20 -> x); g = -exp(A_log) * softplus(a + dt_bias).
+__device__ __forceinline__ float gate_g(float a, float a_log, float dt_bias) {
+  const float x = a + dt_bias;
+  const float sp = x > 20.f ? x : log1pf(__expf(x));
+  return -__expf(a_log) * sp;
+}
+__device__ __forceinline__ float gate_beta(float b) { return 1.f / (1.f + __expf(-b)); }
+
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// L2-normalises (eps kL2Eps) each of the ROWS rows of a [ROWS][ld] bf16 shared-memory tile of 128 columns in
+// place and multiplies it by `mult`; zero rows stay zero. One warp per row; no barrier inside (callers put one
+// between the tile's load and this, and after it).
+template <int ROWS, int NWARPS>
+__device__ __forceinline__ void l2norm_rows_inplace(bf16* tile, int ld, float mult) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int r = warp; r < ROWS; r += NWARPS) {
+    uint2* p = reinterpret_cast<uint2*>(tile + r * ld + lane * 4);
+    uint2 raw = *p;
+    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&raw);
+    const float x0 = __low2float(h[0]), x1 = __high2float(h[0]), x2 = __low2float(h[1]), x3 = __high2float(h[1]);
+    const float s = rsqrtf(warp_sum(x0 * x0 + x1 * x1 + x2 * x2 + x3 * x3) + kL2Eps) * mult;
+    h[0] = __floats2bfloat162_rn(x0 * s, x1 * s);
+    h[1] = __floats2bfloat162_rn(x2 * s, x3 * s);
+    *p = raw;
+  }
+}
+
+// Copies a ROWS x COLS bf16 tile (row r at src + r * row_stride, 16-byte aligned rows) into shared memory
+// with 16-byte cp.async; rows in [valid, ROWS) are zero-filled. Call cp_async_wait_all() + a barrier before use.
+template <int ROWS, int COLS, int NTHREADS>
+__device__ __forceinline__ void load_tile_async(const bf16* __restrict__ src, long long row_stride, int valid,
+                                                bf16* dst, int ld) {
+  constexpr int kVecPerRow = COLS / 8;
+  for (int i = threadIdx.x; i < ROWS * kVecPerRow; i += NTHREADS) {
+    const int r = i / kVecPerRow, c = (i % kVecPerRow) * 8;
+    bf16* d = dst + r * ld + c;
+    if (r < valid) {
+      const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(d));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(saddr), "l"(src + r * row_stride + c)
+                   : "memory");
+    } else {
+      *reinterpret_cast<uint4*>(d) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most N committed groups of this thread are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory"); }
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const bf16* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const bf16* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// C[M x N] = A[M x KD] * B[KD x N] from shared memory, bf16 operands, fp32 accumulation, by NWARPS warps.
+// Storage: A is [M][KD] row-major (lda) unless A_KM, then [KD][M] (A transposed in memory);
+//          B is [N][KD] row-major (ldb) unless B_KN, then [KD][N].
+// Each warp owns 16x16 output tiles (round robin) and hands every result pair to
+// epi(row, col, value(row, col), value(row, col + 1)); col is even. An output element is always handed to the
+// same thread for the same <M, N, NWARPS>, so consecutive GEMMs of one shape may update an element without a
+// barrier. No barrier inside: callers synchronise around the operands.
+template <int M, int N, int KD, bool A_KM, bool B_KN, int NWARPS, class Epi>
+__device__ __forceinline__ void smem_gemm(const bf16* A, int lda, const bf16* B, int ldb, Epi epi) {
+  static_assert(M % 16 == 0 && N % 16 == 0 && KD % 16 == 0, "GEMM tile sizes must be multiples of 16");
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  constexpr int kTilesN = N / 16;
+  const int mi = lane / 8, li = lane % 8;
+  for (int t = warp; t < (M / 16) * kTilesN; t += NWARPS) {
+    const int m0 = (t / kTilesN) * 16, n0 = (t % kTilesN) * 16;
+    float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int k0 = 0; k0 < KD; k0 += 16) {
+      unsigned a[4], b[4];
+      if constexpr (!A_KM) {
+        ldmatrix_x4(a, A + (m0 + (mi % 2) * 8 + li) * lda + k0 + (mi / 2) * 8);
+      } else {
+        ldmatrix_x4_trans(a, A + (k0 + (mi / 2) * 8 + li) * lda + m0 + (mi % 2) * 8);
+      }
+      if constexpr (!B_KN) {
+        ldmatrix_x4(b, B + (n0 + (mi / 2) * 8 + li) * ldb + k0 + (mi % 2) * 8);
+      } else {
+        ldmatrix_x4_trans(b, B + (k0 + (mi % 2) * 8 + li) * ldb + n0 + (mi / 2) * 8);
+      }
+      mma_bf16_16816(acc0, a, b[0], b[1]);
+      mma_bf16_16816(acc1, a, b[2], b[3]);
+    }
+    const int r = m0 + lane / 4, c = (lane % 4) * 2;
+    epi(r, n0 + c, acc0[0], acc0[1]);
+    epi(r + 8, n0 + c, acc0[2], acc0[3]);
+    epi(r, n0 + 8 + c, acc1[0], acc1[1]);
+    epi(r + 8, n0 + 8 + c, acc1[2], acc1[3]);
+  }
+}
+
+__device__ __forceinline__ void store_bf16x2(bf16* p, float x, float y) {
+  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(x, y);
+}
+
+}  // namespace gdn

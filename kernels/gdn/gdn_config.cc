@@ -1,0 +1,82 @@
+#include "kernels/gdn/gdn_config.h"
+
+#include <algorithm>
+
+#include "kernels/gdn/gdn_layout.h"
+
+namespace dflash::gdn {
+
+std::vector<tuner::TunableParam> Params() {
+  return {
+      {"chunk", {32, 64}, "rows per chunk of the WY/UT formulation"},
+      {"state_bv", {16, 32, 64}, "state columns per block of the state pass"},
+      {"out_bv", {32, 64, 128}, "output columns per block of the output kernel"},
+      {"warps", {4, 8}, "warps per block (prep, state, output)"},
+      {"segment_chunks", {0, 8, 16, 32}, "0: sequential state pass; else chunks per segment of the split pass"},
+  };
+}
+
+std::string GeometryInvalidReason(const tuner::Config& config) {
+  for (const tuner::TunableParam& p : Params()) {
+    auto it = config.find(p.name);
+    if (it == config.end()) return "missing parameter '" + p.name + "'";
+    if (std::find(p.values.begin(), p.values.end(), it->second) == p.values.end()) {
+      return "parameter '" + p.name + "' = " + std::to_string(it->second) + " is not in the space";
+    }
+  }
+  if (config.size() != Params().size()) return "unknown parameters in the config";
+  return {};
+}
+
+Result<Geometry> GeometryOf(const tuner::Config& config) {
+  const std::string why = GeometryInvalidReason(config);
+  if (!why.empty()) return InvalidArgument("gdn config: " + why);
+  Geometry g;
+  g.chunk = static_cast<int>(config.at("chunk"));
+  g.state_bv = static_cast<int>(config.at("state_bv"));
+  g.out_bv = static_cast<int>(config.at("out_bv"));
+  g.warps = static_cast<int>(config.at("warps"));
+  g.segment_chunks = static_cast<int>(config.at("segment_chunks"));
+  return g;
+}
+
+tuner::Config ConfigOf(const Geometry& g) {
+  return {{"chunk", g.chunk}, {"state_bv", g.state_bv}, {"out_bv", g.out_bv}, {"warps", g.warps},
+          {"segment_chunks", g.segment_chunks}};
+}
+
+KernelNames KernelNamesOf(const Geometry& g) {
+  const std::string c = std::to_string(g.chunk), s = std::to_string(g.state_bv), o = std::to_string(g.out_bv),
+                    w = std::to_string(g.warps);
+  KernelNames n;
+  n.prep = "gdn::gdn_chunk_prep<" + c + ", " + w + ">";
+  n.state = "gdn::gdn_chunk_state<" + c + ", " + s + ", " + w + ", false>";
+  n.transfer = "gdn::gdn_chunk_state<" + c + ", " + s + ", " + w + ", true>";
+  n.combine = "gdn::gdn_state_combine<" + s + ">";
+  n.output = "gdn::gdn_chunk_output<" + c + ", " + o + ", " + w + ">";
+  n.recurrent = "gdn::gdn_recurrent<" + std::to_string(kRecurrentBv) + ">";
+  return n;
+}
+
+int PrepSharedBytesOf(const Geometry& g) { return ::gdn::PrepSharedBytes(g.chunk); }
+int StateSharedBytesOf(const Geometry& g) { return ::gdn::StateSharedBytes(g.chunk, g.state_bv); }
+int CombineSharedBytesOf(const Geometry& g) { return ::gdn::CombineSharedBytes(g.state_bv); }
+int OutputSharedBytesOf(const Geometry& g) { return ::gdn::OutputSharedBytes(g.chunk, g.out_bv); }
+int MaxSharedBytesOf(const Geometry& g) {
+  int m = std::max(PrepSharedBytesOf(g), StateSharedBytesOf(g));
+  m = std::max(m, OutputSharedBytesOf(g));
+  if (g.segment_chunks > 0) m = std::max(m, CombineSharedBytesOf(g));
+  return m;
+}
+
+std::vector<KernelShape> KernelShapesOf(const Geometry& g) {
+  const KernelNames n = KernelNamesOf(g);
+  return {{n.prep, g.threads(), PrepSharedBytesOf(g)},
+          {n.state, g.threads(), StateSharedBytesOf(g)},
+          {n.transfer, g.threads(), StateSharedBytesOf(g)},
+          {n.combine, kCombineThreads, CombineSharedBytesOf(g)},
+          {n.output, g.threads(), OutputSharedBytesOf(g)},
+          {n.recurrent, 2u * kRecurrentBv, 0}};
+}
+
+}  // namespace dflash::gdn

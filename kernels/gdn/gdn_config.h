@@ -1,0 +1,61 @@
+// The gdn family's tuning space and what a config implies: parameters, the kernels a variant instantiates (NVRTC
+// name expressions), their block sizes and dynamic shared memory (from gdn_layout.h, shared with the kernels).
+//   chunk           rows per chunk of the WY/UT formulation (C)
+//   state_bv        state columns per block of the state pass (and of the combine)
+//   out_bv          output columns per block of the output kernel
+//   warps           warps per block of the prep / state / output kernels
+//   segment_chunks  0: one sequential state pass per sequence; else chunks per segment of the parallel split
+//                   (transfer maps per segment, combine, state pass per segment); a launch-time choice only
+// Who may call it: the family, the API, tests. Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cache/status.h"
+#include "kernels/gdn/gdn_problem.h"
+#include "tuner/kernel_family.h"
+
+namespace dflash::gdn {
+
+std::vector<tuner::TunableParam> Params();
+
+struct Geometry {
+  int chunk = 64;
+  int state_bv = 32;
+  int out_bv = 64;
+  int warps = 4;
+  int segment_chunks = 0;
+  unsigned threads() const { return static_cast<unsigned>(warps) * 32u; }
+};
+
+// Empty when every parameter is present with a value of the space; otherwise the reason.
+std::string GeometryInvalidReason(const tuner::Config& config);
+Result<Geometry> GeometryOf(const tuner::Config& config);
+tuner::Config ConfigOf(const Geometry& g);
+
+// The kernels of a variant, by role.
+struct KernelNames {
+  std::string prep, state, transfer, combine, output, recurrent;
+  std::vector<std::string> All() const { return {prep, state, transfer, combine, output, recurrent}; }
+};
+KernelNames KernelNamesOf(const Geometry& g);
+
+// Dynamic shared memory per kernel, and the largest (what arch pruning checks).
+int PrepSharedBytesOf(const Geometry& g);
+int StateSharedBytesOf(const Geometry& g);
+int CombineSharedBytesOf(const Geometry& g);
+int OutputSharedBytesOf(const Geometry& g);
+int MaxSharedBytesOf(const Geometry& g);
+constexpr unsigned kCombineThreads = 128;
+constexpr int kRecurrentBv = 32;
+// Threads per block and dynamic shared memory of each of the six kernels of a variant (for per-kernel pruning
+// messages; the family reports the largest of each to the tuner).
+struct KernelShape {
+  std::string expression;
+  unsigned threads = 0;
+  int dynamic_shared = 0;
+};
+std::vector<KernelShape> KernelShapesOf(const Geometry& g);  // state columns per block of the recurrent kernel (2 threads each)
+
+}  // namespace dflash::gdn

@@ -1,0 +1,83 @@
+#include "kernels/gdn/gdn_family.h"
+
+#include <algorithm>
+
+#include "kernels/gdn/gdn_config.h"
+#include "kernels/gdn/gdn_problem.h"
+#include "kernels/gdn/gdn_workload.h"
+
+namespace dflash {
+extern const EmbeddedFile kGdnSources[];
+extern const std::size_t kGdnSources_count;
+}  // namespace dflash
+
+namespace dflash::gdn {
+namespace {
+
+class GdnFamily final : public tuner::KernelFamily {
+ public:
+  std::string_view name() const override { return "gdn"; }
+  std::string_view summary() const override {
+    return "gated delta net forward (Qwen3.5 layer): chunked WY/UT on mma.sync + recurrent step, bf16, varlen";
+  }
+  std::span<const EmbeddedFile> sources() const override { return {kGdnSources, kGdnSources_count}; }
+  std::vector<tuner::TunableParam> params() const override { return Params(); }
+
+  Result<tuner::Problem> Bucket(const tuner::Problem& problem) const override {
+    DFLASH_ASSIGN_OR_RETURN(ProblemSpec spec, ParseProblem(problem));
+    return ToJson(BucketOf(spec));
+  }
+
+  std::string InvalidReason(const tuner::Config& config, const tuner::Problem& bucket) const override {
+    Result<ProblemSpec> spec = ParseProblem(bucket);
+    if (!spec.ok()) return "not a gdn bucket: " + spec.status().message();
+    const std::string why = GeometryInvalidReason(config);
+    if (!why.empty()) return why;
+    // A segment as long as the bucket's longest possible sequence is the sequential pass done twice.
+    const std::int64_t chunks = (spec->tokens + config.at("chunk") - 1) / config.at("chunk");
+    if (config.at("segment_chunks") > 0 && config.at("segment_chunks") >= chunks) {
+      return "segment_chunks " + std::to_string(config.at("segment_chunks")) + " >= the bucket's " +
+             std::to_string(chunks) + " chunks (no split)";
+    }
+    return {};
+  }
+
+  tuner::CompileSpec MakeCompileSpec(const tuner::Config& config, const tuner::Problem& bucket) const override {
+    tuner::CompileSpec spec;
+    spec.main_file = "gdn_kernels.cu";
+    // An invalid config still yields expressions: the kernels' static_asserts then fail the compile.
+    Geometry g;
+    auto get = [&](const char* k, int d) { return config.count(k) ? static_cast<int>(config.at(k)) : d; };
+    g.chunk = get("chunk", 0);
+    g.state_bv = get("state_bv", 0);
+    g.out_bv = get("out_bv", 0);
+    g.warps = get("warps", 0);
+    g.segment_chunks = get("segment_chunks", 0);
+    spec.name_expressions = KernelNamesOf(g).All();
+    return spec;
+  }
+
+  BlockShape BlockShapeOf(const tuner::Config& config, const tuner::Problem& bucket) const override {
+    BlockShape s;
+    Result<Geometry> g = GeometryOf(config);
+    if (!g.ok()) return s;
+    s.threads = std::max(g->threads(), kCombineThreads);
+    s.dynamic_shared_bytes = static_cast<std::size_t>(MaxSharedBytesOf(*g));
+    return s;
+  }
+
+  Result<std::unique_ptr<tuner::Workload>> MakeWorkload(const gpu::Context& ctx, const tuner::Problem& problem,
+                                                        std::uint64_t seed) const override {
+    DFLASH_ASSIGN_OR_RETURN(ProblemSpec spec, ParseProblem(problem));
+    return MakeGdnWorkload(ctx, spec, seed);
+  }
+};
+
+}  // namespace
+
+const tuner::KernelFamily& ChunkedForwardFamily() {
+  static const GdnFamily family;
+  return family;
+}
+
+}  // namespace dflash::gdn

@@ -1,0 +1,42 @@
+// Shared-memory and launch arithmetic of the gated-delta-net kernels, in plain constexpr C++ with no includes,
+// so that the device sources (kernels/gdn/*.cuh, compiled by NVRTC) and the host code (gdn_family.cc, the
+// launchers, tools/device/gdn_check.py mirrors it) agree on every byte count.
+// Who may call: anyone. Thread-safety: pure functions.
+#pragma once
+
+#if defined(__CUDACC__)
+#define GDN_HD __host__ __device__
+#else
+#define GDN_HD
+#endif
+
+namespace gdn {
+
+constexpr int kDim = 128;  // K = V
+
+GDN_HD constexpr int PadBf16Cols(int cols) { return cols + 8; }
+GDN_HD constexpr int PadF32Cols(int cols) { return cols + 4; }
+
+// gdn_chunk_prep<C, NWARPS>: kn, vb [C][136] bf16; L/T [C][C+4] fp32; Tb [C][C+8] bf16; gamma, beta [C] fp32.
+GDN_HD constexpr int PrepSharedBytes(int c) {
+  return 2 * c * PadBf16Cols(kDim) * 2 + c * PadF32Cols(c) * 4 + c * PadBf16Cols(c) * 2 + 2 * c * 4;
+}
+
+// gdn_chunk_state<C, BV, NWARPS, TRANSFER>: hf [128][BV+4] fp32, hb [128][BV+8] bf16, W and kd [C][136] bf16,
+// U slice and V_new [C][BV+8] bf16.
+GDN_HD constexpr int StateSharedBytes(int c, int bv) {
+  return kDim * PadF32Cols(bv) * 4 + kDim * PadBf16Cols(bv) * 2 + 2 * c * PadBf16Cols(kDim) * 2 +
+         2 * c * PadBf16Cols(bv) * 2;
+}
+
+// gdn_chunk_output<C, BV, NWARPS>: q, k [C][136] bf16 (k's space later holds P [C][C+8] bf16);
+// S / O [C][max(C, BV)+4] fp32; h [128][BV+8] bf16; vn [C][BV+8] bf16; gamma [C] fp32.
+GDN_HD constexpr int OutputSharedBytes(int c, int bv) {
+  return 2 * c * PadBf16Cols(kDim) * 2 + c * PadF32Cols(c > bv ? c : bv) * 4 + kDim * PadBf16Cols(bv) * 2 +
+         c * PadBf16Cols(bv) * 2 + c * 4;
+}
+
+// gdn_state_combine<BV>: M [128][129] fp32, h [128][BV] fp32.
+GDN_HD constexpr int CombineSharedBytes(int bv) { return kDim * (kDim + 1) * 4 + kDim * bv * 4; }
+
+}  // namespace gdn

@@ -1,0 +1,34 @@
+// gdn workloads: one problem instance on a device with fresh random inputs (q, k, v ~ N(0, 1) in bf16; a, b ~
+// N(0, 1); A_log = log U(0.5, 16), dt_bias = softplus^-1(logU(1e-3, 1e-1)) as the Qwen3.5 layer initialises
+// them; random packed sequence lengths; h0 ~ 0.1 N(0, 1) when the problem asks for initial states), output
+// poisoning (NaN), launch of the chunked forward through gdn_api.h, and the check of o and the final states
+// against the float64 token-by-token reference (reference.h).
+// Who may call it: the family's MakeWorkload and the tests. Thread-safety: a workload belongs to one thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cache/status.h"
+#include "kernels/gdn/gdn_problem.h"
+#include "tuner/gpu_runtime.h"
+#include "tuner/kernel_family.h"
+
+namespace dflash::gdn {
+
+// Check: ||x - ref|| / ||ref|| <= kRelL2Tol for o and for the final states, and no NaN anywhere (bf16
+// operands in the tensor-core products put the chunked path near 5e-3 on random inputs).
+constexpr double kRelL2Tol = 2e-2;
+
+Result<std::unique_ptr<tuner::Workload>> MakeGdnWorkload(const gpu::Context& ctx, const ProblemSpec& spec,
+                                                         std::uint64_t seed);
+
+// Random cu_seqlens: num_seqs + 1 offsets from 0 to tokens, every sequence at least one token.
+std::vector<std::int32_t> RandomCuSeqlens(std::int64_t tokens, std::int64_t num_seqs, std::uint64_t seed);
+
+// float -> bf16 bits (round to nearest even) and back.
+std::uint16_t FloatToBf16(float f);
+float Bf16ToFloat(std::uint16_t h);
+
+}  // namespace dflash::gdn

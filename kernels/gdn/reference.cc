@@ -1,0 +1,240 @@
+#include "kernels/gdn/reference.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <thread>
+
+namespace dflash::gdn {
+namespace {
+
+constexpr double kL2Eps = 1e-6;
+
+// Row `row` of a [rows, heads, dim] tensor, head `head`, L2-normalised and multiplied by `mult`.
+std::vector<double> NormalisedRow(const std::vector<double>& x, std::int64_t row, int heads, int head, int dim,
+                                  double mult) {
+  std::vector<double> out(dim);
+  const double* p = x.data() + (row * heads + head) * dim;
+  double ss = 0.0;
+  for (int i = 0; i < dim; ++i) ss += p[i] * p[i];
+  const double s = mult / std::sqrt(ss + kL2Eps);
+  for (int i = 0; i < dim; ++i) out[i] = p[i] * s;
+  return out;
+}
+
+double Dot(const std::vector<double>& x, const std::vector<double>& y) {
+  double s = 0.0;
+  for (std::size_t i = 0; i < x.size(); ++i) s += x[i] * y[i];
+  return s;
+}
+
+struct Dims {
+  int H, HV, K, V, N;
+  std::int64_t T;
+  double scale;
+};
+
+Dims DimsOf(const ReferenceProblem& p) {
+  Dims d;
+  d.H = p.heads;
+  d.HV = p.value_heads;
+  d.K = p.key_dim;
+  d.V = p.value_dim;
+  d.N = static_cast<int>(p.cu_seqlens.size()) - 1;
+  d.T = p.cu_seqlens.back();
+  d.scale = p.scale != 0.0 ? p.scale : 1.0 / std::sqrt(static_cast<double>(p.key_dim));
+  return d;
+}
+
+// The initial state of (seq, hv) as a K x V row-major matrix.
+std::vector<double> InitialState(const ReferenceProblem& p, const Dims& d, int n, int hv) {
+  std::vector<double> s(static_cast<std::size_t>(d.K) * d.V, 0.0);
+  if (!p.h0.empty()) {
+    const double* src = p.h0.data() + (static_cast<std::int64_t>(n) * d.HV + hv) * d.K * d.V;
+    s.assign(src, src + static_cast<std::size_t>(d.K) * d.V);
+  }
+  return s;
+}
+
+// Runs body(n, hv) for every (sequence, value head) pair on all cores; the pairs write disjoint outputs.
+void ForEachSeqHead(int num_seqs, int value_heads, const std::function<void(int, int)>& body) {
+  const int items = num_seqs * value_heads;
+  const int workers = std::max(1, std::min<int>(items, static_cast<int>(std::thread::hardware_concurrency())));
+  std::atomic<int> next{0};
+  auto run = [&] {
+    for (int i = next++; i < items; i = next++) body(i / value_heads, i % value_heads);
+  };
+  std::vector<std::thread> pool;
+  for (int w = 1; w < workers; ++w) pool.emplace_back(run);
+  run();
+  for (std::thread& t : pool) t.join();
+}
+
+}  // namespace
+
+Status ValidateReferenceProblem(const ReferenceProblem& p) {
+  if (p.heads <= 0 || p.value_heads <= 0 || p.key_dim <= 0 || p.value_dim <= 0) {
+    return InvalidArgument("gdn reference: heads and dims must be positive");
+  }
+  if (p.value_heads % p.heads != 0) {
+    return InvalidArgument("gdn reference: value heads " + std::to_string(p.value_heads) +
+                           " is not a multiple of key heads " + std::to_string(p.heads));
+  }
+  if (p.cu_seqlens.size() < 2 || p.cu_seqlens[0] != 0) {
+    return InvalidArgument("gdn reference: cu_seqlens must start at 0 and list at least one sequence");
+  }
+  for (std::size_t i = 1; i < p.cu_seqlens.size(); ++i) {
+    if (p.cu_seqlens[i] < p.cu_seqlens[i - 1]) return InvalidArgument("gdn reference: cu_seqlens decreases");
+  }
+  const std::int64_t T = p.cu_seqlens.back();
+  const std::int64_t N = static_cast<std::int64_t>(p.cu_seqlens.size()) - 1;
+  auto want = [&](const std::vector<double>& x, std::int64_t n, const char* name) -> Status {
+    if (static_cast<std::int64_t>(x.size()) != n) {
+      return InvalidArgument(std::string("gdn reference: ") + name + " has " + std::to_string(x.size()) +
+                             " elements, expected " + std::to_string(n));
+    }
+    return Status::Ok();
+  };
+  DFLASH_RETURN_IF_ERROR(want(p.q, T * p.heads * p.key_dim, "q"));
+  DFLASH_RETURN_IF_ERROR(want(p.k, T * p.heads * p.key_dim, "k"));
+  DFLASH_RETURN_IF_ERROR(want(p.v, T * p.value_heads * p.value_dim, "v"));
+  DFLASH_RETURN_IF_ERROR(want(p.a, T * p.value_heads, "a"));
+  DFLASH_RETURN_IF_ERROR(want(p.b, T * p.value_heads, "b"));
+  DFLASH_RETURN_IF_ERROR(want(p.A_log, p.value_heads, "A_log"));
+  DFLASH_RETURN_IF_ERROR(want(p.dt_bias, p.value_heads, "dt_bias"));
+  if (!p.h0.empty()) {
+    DFLASH_RETURN_IF_ERROR(want(p.h0, N * p.value_heads * p.key_dim * p.value_dim, "h0"));
+  }
+  return Status::Ok();
+}
+
+double GateG(double a, double a_log, double dt_bias) {
+  const double x = a + dt_bias;
+  const double sp = x > 20.0 ? x : std::log1p(std::exp(x));
+  return -std::exp(a_log) * sp;
+}
+
+double GateBeta(double b) { return 1.0 / (1.0 + std::exp(-b)); }
+
+Result<ReferenceResult> ReferenceRecurrent(const ReferenceProblem& p) {
+  DFLASH_RETURN_IF_ERROR(ValidateReferenceProblem(p));
+  const Dims d = DimsOf(p);
+  const int r = d.HV / d.H;
+  ReferenceResult out;
+  out.o.assign(static_cast<std::size_t>(d.T) * d.HV * d.V, 0.0);
+  out.ht.assign(static_cast<std::size_t>(d.N) * d.HV * d.K * d.V, 0.0);
+  ForEachSeqHead(d.N, d.HV, [&](int n, int hv) {
+    {
+      const int hk = hv / r;
+      std::vector<double> S = InitialState(p, d, n, hv);
+      for (std::int64_t t = p.cu_seqlens[n]; t < p.cu_seqlens[n + 1]; ++t) {
+        const std::vector<double> qn = NormalisedRow(p.q, t, d.H, hk, d.K, d.scale);
+        const std::vector<double> kn = NormalisedRow(p.k, t, d.H, hk, d.K, 1.0);
+        const double g = GateG(p.a[t * d.HV + hv], p.A_log[hv], p.dt_bias[hv]);
+        const double beta = GateBeta(p.b[t * d.HV + hv]);
+        const double eg = std::exp(g);
+        for (double& s : S) s *= eg;
+        const double* vt = p.v.data() + (t * d.HV + hv) * d.V;
+        for (int j = 0; j < d.V; ++j) {
+          double kv = 0.0;
+          for (int i = 0; i < d.K; ++i) kv += S[i * d.V + j] * kn[i];
+          const double u = beta * (vt[j] - kv);
+          double o = 0.0;
+          for (int i = 0; i < d.K; ++i) {
+            S[i * d.V + j] += kn[i] * u;
+            o += S[i * d.V + j] * qn[i];
+          }
+          out.o[(t * d.HV + hv) * d.V + j] = o;
+        }
+      }
+      std::copy(S.begin(), S.end(), out.ht.begin() + (static_cast<std::int64_t>(n) * d.HV + hv) * d.K * d.V);
+    }
+  });
+  return out;
+}
+
+Result<ReferenceResult> ReferenceChunked(const ReferenceProblem& p, int chunk_len) {
+  DFLASH_RETURN_IF_ERROR(ValidateReferenceProblem(p));
+  if (chunk_len <= 0) return InvalidArgument("gdn reference: chunk length must be positive");
+  const Dims d = DimsOf(p);
+  const int r = d.HV / d.H;
+  ReferenceResult out;
+  out.o.assign(static_cast<std::size_t>(d.T) * d.HV * d.V, 0.0);
+  out.ht.assign(static_cast<std::size_t>(d.N) * d.HV * d.K * d.V, 0.0);
+  for (int n = 0; n < d.N; ++n) {
+    for (int hv = 0; hv < d.HV; ++hv) {
+      const int hk = hv / r;
+      std::vector<double> h = InitialState(p, d, n, hv);  // K x V
+      for (std::int64_t t0 = p.cu_seqlens[n]; t0 < p.cu_seqlens[n + 1]; t0 += chunk_len) {
+        const int c = static_cast<int>(std::min<std::int64_t>(chunk_len, p.cu_seqlens[n + 1] - t0));
+        std::vector<std::vector<double>> qn(c), kn(c);
+        std::vector<double> gam(c), beta(c);
+        double acc = 0.0;
+        for (int i = 0; i < c; ++i) {
+          qn[i] = NormalisedRow(p.q, t0 + i, d.H, hk, d.K, d.scale);
+          kn[i] = NormalisedRow(p.k, t0 + i, d.H, hk, d.K, 1.0);
+          acc += GateG(p.a[(t0 + i) * d.HV + hv], p.A_log[hv], p.dt_bias[hv]);
+          gam[i] = acc;
+          beta[i] = GateBeta(p.b[(t0 + i) * d.HV + hv]);
+        }
+        // T = (I + L)^-1, L = strictly_lower(diag(beta) (K K^T (.) Gamma)), by forward substitution.
+        std::vector<double> T(static_cast<std::size_t>(c) * c, 0.0);
+        for (int i = 0; i < c; ++i) {
+          T[i * c + i] = 1.0;
+          for (int s = 0; s < i; ++s) {
+            const double lis = beta[i] * Dot(kn[i], kn[s]) * std::exp(gam[i] - gam[s]);
+            for (int col = 0; col <= s; ++col) T[i * c + col] -= lis * T[s * c + col];
+          }
+        }
+        // W = T diag(beta e^gamma) K (c x K), U = T diag(beta) V (c x V).
+        std::vector<double> W(static_cast<std::size_t>(c) * d.K, 0.0), U(static_cast<std::size_t>(c) * d.V, 0.0);
+        for (int i = 0; i < c; ++i) {
+          for (int s = 0; s <= i; ++s) {
+            const double tw = T[i * c + s] * beta[s] * std::exp(gam[s]);
+            const double tu = T[i * c + s] * beta[s];
+            const double* vs = p.v.data() + ((t0 + s) * d.HV + hv) * d.V;
+            for (int x = 0; x < d.K; ++x) W[i * d.K + x] += tw * kn[s][x];
+            for (int x = 0; x < d.V; ++x) U[i * d.V + x] += tu * vs[x];
+          }
+        }
+        // V_new = U - W h
+        std::vector<double> vn(U);
+        for (int i = 0; i < c; ++i) {
+          for (int x = 0; x < d.K; ++x) {
+            const double wx = W[i * d.K + x];
+            for (int j = 0; j < d.V; ++j) vn[i * d.V + j] -= wx * h[x * d.V + j];
+          }
+        }
+        // O = diag(e^gamma) Q h + tril_incl(Q K^T (.) Gamma) V_new   (scale folded into qn)
+        for (int i = 0; i < c; ++i) {
+          double* o = out.o.data() + ((t0 + i) * d.HV + hv) * d.V;
+          const double ei = std::exp(gam[i]);
+          for (int x = 0; x < d.K; ++x) {
+            const double qx = qn[i][x] * ei;
+            for (int j = 0; j < d.V; ++j) o[j] += qx * h[x * d.V + j];
+          }
+          for (int s = 0; s <= i; ++s) {
+            const double m = Dot(qn[i], kn[s]) * std::exp(gam[i] - gam[s]);
+            for (int j = 0; j < d.V; ++j) o[j] += m * vn[s * d.V + j];
+          }
+        }
+        // h = e^{gamma_last} h + (K (.) e^{gamma_last - gamma})^T V_new
+        const double glast = gam[c - 1];
+        for (double& x : h) x *= std::exp(glast);
+        for (int s = 0; s < c; ++s) {
+          const double f = std::exp(glast - gam[s]);
+          for (int x = 0; x < d.K; ++x) {
+            const double kx = kn[s][x] * f;
+            for (int j = 0; j < d.V; ++j) h[x * d.V + j] += kx * vn[s * d.V + j];
+          }
+        }
+      }
+      std::copy(h.begin(), h.end(), out.ht.begin() + (static_cast<std::int64_t>(n) * d.HV + hv) * d.K * d.V);
+    }
+  }
+  return out;
+}
+
+}  // namespace dflash::gdn

@@ -1,0 +1,109 @@
+// Every distinct variant of the gdn space compiles with NVRTC for sm_90 and sm_120 and then passes the arch's
+// PruneReason or is pruned for a stated reason (CPU only: NVRTC needs no GPU).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <future>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/gdn/gdn_config.h"
+#include "kernels/gdn/gdn_family.h"
+#include "kernels/gdn/gdn_problem.h"
+#include "tuner/arch_limits.h"
+#include "tuner/nvrtc_compiler.h"
+#include "tuner/thread_pool.h"
+
+namespace dflash::gdn {
+namespace {
+
+struct Outcome {
+  std::string label;
+  Status status;
+  std::string prune_reason;
+  int spill_stores = 0;
+};
+
+void CompileWholeSpace(const std::string& arch) {
+  const tuner::KernelFamily& family = ChunkedForwardFamily();
+  const tuner::Problem bucket = *family.Bucket(MakeProblem(16, 48, 8192));
+  const auto limits = tuner::LimitsFor(arch);
+  ASSERT_TRUE(limits.has_value()) << arch;
+  // segment_chunks changes no code: compile each distinct CompileSpec once.
+  std::map<std::string, tuner::Config> distinct;
+  for (const tuner::Config& config : tuner::EnumerateSpace(family)) {
+    ASSERT_EQ(family.InvalidReason(config, bucket), "") << tuner::ConfigLabel(config);
+    const tuner::CompileSpec spec = family.MakeCompileSpec(config, bucket);
+    std::string key;
+    for (const auto& e : spec.name_expressions) key += e + ";";
+    distinct.emplace(key, config);
+  }
+  tuner::ThreadPool pool(2);
+  std::vector<std::future<Outcome>> futures;
+  for (const auto& [key, config] : distinct) {
+    futures.push_back(pool.Submit([&family, &bucket, &arch, &limits, config]() {
+      Outcome o;
+      o.label = "gdn[" + tuner::ConfigLabel(config) + "]";
+      const tuner::CompileSpec spec = family.MakeCompileSpec(config, bucket);
+      Result<tuner::CompiledVariant> compiled = tuner::CompileVariant(family.sources(), spec, arch, o.label);
+      if (!compiled.ok()) {
+        o.status = compiled.status();
+        return o;
+      }
+      for (const KernelShape& k : KernelShapesOf(*GeometryOf(config))) {
+        const std::string& expr = k.expression;
+        auto lowered = compiled->lowered_names.find(expr);
+        if (lowered == compiled->lowered_names.end()) {
+          o.status = Internal("no lowered name for " + expr);
+          return o;
+        }
+        auto usage = compiled->resources.find(lowered->second);
+        if (usage == compiled->resources.end()) {
+          o.status = Internal("no ptxas report for " + expr);
+          return o;
+        }
+        o.spill_stores += usage->second.spill_stores;
+        const std::string why = tuner::PruneReason(*limits, usage->second, k.threads,
+                                                   static_cast<std::size_t>(k.dynamic_shared), /*allow_spills=*/false);
+        if (!why.empty() && o.prune_reason.empty()) o.prune_reason = expr + ": " + why;
+      }
+      return o;
+    }));
+  }
+  std::size_t runnable = 0;
+  for (auto& f : futures) {
+    const Outcome o = f.get();
+    EXPECT_TRUE(o.status.ok()) << arch << " " << o.label << ": " << o.status.ToString();
+    if (!o.status.ok()) continue;
+    if (o.prune_reason.empty()) {
+      ++runnable;
+      EXPECT_EQ(o.spill_stores, 0) << arch << " " << o.label;
+    } else {
+      std::printf("%s %s pruned: %s\n", arch.c_str(), o.label.c_str(), o.prune_reason.c_str());
+    }
+  }
+  std::printf("%s: %zu distinct variants compiled, %zu runnable\n", arch.c_str(), futures.size(), runnable);
+  EXPECT_GT(runnable, futures.size() / 3) << "too many variants pruned on " << arch;
+}
+
+TEST(GdnCompile, EveryVariantCompilesForSm90) { CompileWholeSpace("sm_90"); }
+TEST(GdnCompile, EveryVariantCompilesForSm120) { CompileWholeSpace("sm_120"); }
+
+TEST(GdnCompile, TheDefaultVariantRunsOnSm120WithinItsLimits) {
+  const tuner::KernelFamily& family = ChunkedForwardFamily();
+  const tuner::Problem bucket = *family.Bucket(MakeProblem(16, 48, 8192));
+  const tuner::Config config{{"chunk", 64}, {"out_bv", 64}, {"segment_chunks", 0}, {"state_bv", 32}, {"warps", 4}};
+  Result<tuner::CompiledVariant> c =
+      tuner::CompileVariant(family.sources(), family.MakeCompileSpec(config, bucket), "sm_120", "gdn[default]");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const auto shape = family.BlockShapeOf(config, bucket);
+  for (const auto& [name, usage] : c->resources) {
+    EXPECT_EQ(tuner::PruneReason(*tuner::LimitsFor("sm_120"), usage, shape.threads, shape.dynamic_shared_bytes, false),
+              "")
+        << name;
+  }
+}
+
+}  // namespace
+}  // namespace dflash::gdn
