@@ -1,0 +1,138 @@
+#include "kernels/attention/attention_api.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/attention_config.h"
+#include "kernels/attention/attention_params.cuh"
+#include "tuner/gpu_runtime.h"
+
+namespace dflash::attention {
+namespace {
+
+Status Invalid(const std::string& what) { return InvalidArgument("attention launch: " + what); }
+
+std::size_t AlignUp(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+
+Status CheckTensor(const TensorRef& t, const char* name) {
+  if (t.ptr == 0) return Invalid(std::string(name) + " is a null pointer");
+  if (t.ptr % 16 != 0) return Invalid(std::string(name) + " must be 16-byte aligned");
+  if (t.batch_stride % 8 || t.head_stride % 8 || t.seq_stride % 8)
+    return Invalid(std::string(name) + " strides must be multiples of 8 elements (16-byte rows)");
+  if (t.batch_stride < 0 || t.head_stride < 0 || t.seq_stride < 0) return Invalid(std::string(name) + " has a negative stride");
+  return Status::Ok();
+}
+
+void SetStrides(const TensorRef& t, long long& b, long long& h, long long& s) {
+  b = t.batch_stride;
+  h = t.head_stride;
+  s = t.seq_stride;
+}
+
+Result<dflash_attn::AttnParams> MakeParams(const AttentionArgs& a, Direction dir) {
+  const ProblemSpec& p = a.problem;
+  DFLASH_RETURN_IF_ERROR(Validate(p, dir).WithContext("attention launch"));
+  DFLASH_RETURN_IF_ERROR(CheckTensor(a.q, "q"));
+  DFLASH_RETURN_IF_ERROR(CheckTensor(a.k, "k"));
+  DFLASH_RETURN_IF_ERROR(CheckTensor(a.v, "v"));
+  DFLASH_RETURN_IF_ERROR(CheckTensor(a.o, "o"));
+  if (a.lse == 0 || a.lse % 4) return Invalid("lse must be a non-null, 4-byte aligned fp32 pointer");
+  if (dir == Direction::kBackward) {
+    DFLASH_RETURN_IF_ERROR(CheckTensor(a.dout, "dout"));
+    DFLASH_RETURN_IF_ERROR(CheckTensor(a.dq, "dq"));
+    DFLASH_RETURN_IF_ERROR(CheckTensor(a.dk, "dk"));
+    DFLASH_RETURN_IF_ERROR(CheckTensor(a.dv, "dv"));
+  }
+  if (p.mask == dflash_attn::kMaskDocCausal && (a.cu_seqlens == 0 || a.cu_seqlens % 4))
+    return Invalid("doc_causal needs a 4-byte aligned int32 cu_seqlens");
+  if (p.is_dflash() && (a.anchors == 0 || a.anchors % 4)) return Invalid("DFlash masks need a 4-byte aligned int32 anchors");
+  dflash_attn::AttnParams k{};
+  k.q = reinterpret_cast<const void*>(a.q.ptr);
+  k.k = reinterpret_cast<const void*>(a.k.ptr);
+  k.v = reinterpret_cast<const void*>(a.v.ptr);
+  k.o = reinterpret_cast<void*>(a.o.ptr);
+  k.lse = reinterpret_cast<float*>(a.lse);
+  k.dout = reinterpret_cast<const void*>(a.dout.ptr);
+  k.dq = reinterpret_cast<void*>(a.dq.ptr);
+  k.dk = reinterpret_cast<void*>(a.dk.ptr);
+  k.dv = reinterpret_cast<void*>(a.dv.ptr);
+  SetStrides(a.q, k.q_batch_stride, k.q_head_stride, k.q_seq_stride);
+  SetStrides(a.k, k.k_batch_stride, k.k_head_stride, k.k_seq_stride);
+  SetStrides(a.v, k.v_batch_stride, k.v_head_stride, k.v_seq_stride);
+  SetStrides(a.o, k.o_batch_stride, k.o_head_stride, k.o_seq_stride);
+  SetStrides(a.dout, k.do_batch_stride, k.do_head_stride, k.do_seq_stride);
+  SetStrides(a.dq, k.dq_batch_stride, k.dq_head_stride, k.dq_seq_stride);
+  SetStrides(a.dk, k.dk_batch_stride, k.dk_head_stride, k.dk_seq_stride);
+  SetStrides(a.dv, k.dv_batch_stride, k.dv_head_stride, k.dv_seq_stride);
+  k.batch = static_cast<int>(p.batch);
+  k.heads_q = static_cast<int>(p.heads_q);
+  k.heads_kv = static_cast<int>(p.heads_kv);
+  k.head_dim = static_cast<int>(p.head_dim);
+  k.scale = a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(static_cast<float>(p.head_dim));
+  k.mask.kind = p.mask;
+  k.mask.seq_q = static_cast<int>(p.seq_q);
+  k.mask.seq_kv = static_cast<int>(p.seq_kv);
+  k.mask.cu_seqlens = reinterpret_cast<const int*>(a.cu_seqlens);
+  k.mask.num_docs = static_cast<int>(p.num_docs);
+  k.mask.anchors = reinterpret_cast<const int*>(a.anchors);
+  k.mask.block_valid = reinterpret_cast<const unsigned char*>(a.block_valid);
+  k.mask.num_blocks = p.is_dflash() ? static_cast<int>(p.num_blocks()) : 0;
+  k.mask.block_size = static_cast<int>(p.block_size);
+  k.mask.ctx_len = static_cast<int>(p.ctx_len);
+  k.mask.window = static_cast<int>(p.window);
+  return k;
+}
+
+Status RunLaunches(const tuner::LoadedVariant& winner, const std::vector<KernelLaunch>& launches,
+                   dflash_attn::AttnParams& params, CUstream stream) {
+  for (const KernelLaunch& l : launches) {
+    if (l.grid_x == 0) continue;
+    DFLASH_ASSIGN_OR_RETURN(CUfunction f, winner.Function(l.name_expression));
+    void* args[] = {&params};
+    DFLASH_RETURN_IF_ERROR(gpu::Launch(f, {l.grid_x, l.grid_y, l.grid_z}, {l.threads, 1, 1}, l.shared_bytes, stream,
+                                       args, winner.label + " " + l.name_expression));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+TensorRef TensorRef::Bshd(CUdeviceptr p, std::int64_t seq, std::int64_t heads, std::int64_t head_dim) {
+  return {p, seq * heads * head_dim, head_dim, heads * head_dim};
+}
+TensorRef TensorRef::Bhsd(CUdeviceptr p, std::int64_t seq, std::int64_t heads, std::int64_t head_dim) {
+  return {p, heads * seq * head_dim, seq * head_dim, head_dim};
+}
+
+std::size_t BackwardWorkspaceBytes(const ProblemSpec& p, const tuner::Config& config) {
+  const std::size_t rows = static_cast<std::size_t>(p.batch * p.heads_q * p.seq_q);
+  std::size_t bytes = AlignUp(rows * sizeof(float), 256);
+  if (UsesDqAccumulator(config)) bytes += rows * static_cast<std::size_t>(p.head_dim) * sizeof(float);
+  return bytes;
+}
+
+Status LaunchForward(const tuner::LoadedVariant& winner, const AttentionArgs& args, CUstream stream) {
+  DFLASH_ASSIGN_OR_RETURN(dflash_attn::AttnParams params, MakeParams(args, Direction::kForward));
+  const std::string why = ForwardInvalidReason(winner.config, args.problem);
+  if (!why.empty()) return Invalid("variant " + winner.label + " cannot run this problem: " + why);
+  return RunLaunches(winner, ForwardLaunches(winner.config, args.problem), params, stream);
+}
+
+Status LaunchBackward(const tuner::LoadedVariant& winner, const AttentionArgs& args, CUdeviceptr workspace,
+                      std::size_t workspace_bytes, CUstream stream) {
+  DFLASH_ASSIGN_OR_RETURN(dflash_attn::AttnParams params, MakeParams(args, Direction::kBackward));
+  const std::string why = BackwardInvalidReason(winner.config, args.problem);
+  if (!why.empty()) return Invalid("variant " + winner.label + " cannot run this problem: " + why);
+  const std::size_t need = BackwardWorkspaceBytes(args.problem, winner.config);
+  if (workspace == 0 || workspace % 256 || workspace_bytes < need)
+    return Invalid("backward workspace must be 256-byte aligned and at least " + std::to_string(need) + " bytes");
+  const std::size_t rows = static_cast<std::size_t>(args.problem.batch * args.problem.heads_q * args.problem.seq_q);
+  params.delta = reinterpret_cast<float*>(workspace);
+  params.dq_accum = UsesDqAccumulator(winner.config)
+                        ? reinterpret_cast<float*>(workspace + AlignUp(rows * sizeof(float), 256))
+                        : nullptr;
+  return RunLaunches(winner, BackwardLaunches(winner.config, args.problem), params, stream);
+}
+
+}  // namespace dflash::attention

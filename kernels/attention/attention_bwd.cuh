@@ -1,0 +1,465 @@
+// Fused attention backward (FlashAttention-2 structure), three kernels per call:
+//  1. AttnBwdPre: delta = rowsum(dO * O) (fp32) and, for the atomic dQ mode, zeroes the fp32 dQ accumulator.
+//  2. AttnBwdKv: one block per (kv tile, kv head, batch). It classifies every query tile against its kv tile,
+//     then walks the visible (query head of the GQA group, query tile) pairs: recomputes P = exp(S - LSE),
+//     dV += P^T dO, dP = dO V^T, dS = P * (dP - delta), dK += dS^T Q; dK/dV are reduced over the whole group in
+//     registers and written once. With ATOMIC_DQ it also adds dS K into the fp32 dQ accumulator (red.global.add).
+//  3a. AttnBwdDqConvert (atomic mode): dQ = scale * accumulator, to bf16 with the caller's strides.
+//  3b. AttnBwdDq (separate-pass mode): one block per query tile, recomputes S, P, dP over its visible kv tiles and
+//     accumulates dQ in registers: no atomics, no accumulator, deterministic.
+// Rows whose LSE is -inf (they see nothing) get P = 0 everywhere, hence zero gradients and never NaN.
+// Who may include it: attention_kernels.cu (NVRTC). Thread-safety: n/a (device code).
+#pragma once
+
+#include "attention_fwd.cuh"
+#include "attention_mask.cuh"
+#include "attention_mma.cuh"
+#include "attention_params.cuh"
+
+namespace dflash_attn {
+
+constexpr int kPreRowsPerBlock = 32;  // AttnBwdPre / AttnBwdDqConvert: 4 warps x 8 rows
+
+// grid (ceil(seq_q / 32), heads_q, batch), 128 threads.
+template <int D, bool ZERO_DQ_ACCUM>
+__global__ void __launch_bounds__(128) AttnBwdPre(const AttnParams p) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int Sq = p.mask.seq_q;
+  for (int i = 0; i < kPreRowsPerBlock / 4; ++i) {
+    const int q = blockIdx.x * kPreRowsPerBlock + warp * (kPreRowsPerBlock / 4) + i;
+    if (q >= Sq) break;
+    const bf16* Og = static_cast<const bf16*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride + q * p.o_seq_stride;
+    const bf16* dOg = static_cast<const bf16*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride + q * p.do_seq_stride;
+    float acc = 0.f;
+#pragma unroll
+    for (int c = lane * 2; c < D; c += 64) {
+      float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Og + c));
+      float2 y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dOg + c));
+      acc += x.x * y.x + x.y * y.y;
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    const long long row = (static_cast<long long>(b) * p.heads_q + h) * Sq + q;
+    if (lane == 0) p.delta[row] = acc;
+    if (ZERO_DQ_ACCUM) {
+#pragma unroll
+      for (int c = lane * 4; c < D; c += 128) *reinterpret_cast<float4*>(p.dq_accum + row * D + c) = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+}
+
+// grid (ceil(seq_q / 32), heads_q, batch), 128 threads.
+template <int D>
+__global__ void __launch_bounds__(128) AttnBwdDqConvert(const AttnParams p) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int Sq = p.mask.seq_q;
+  for (int i = 0; i < kPreRowsPerBlock / 4; ++i) {
+    const int q = blockIdx.x * kPreRowsPerBlock + warp * (kPreRowsPerBlock / 4) + i;
+    if (q >= Sq) break;
+    const long long row = (static_cast<long long>(b) * p.heads_q + h) * Sq + q;
+    bf16* dQg = static_cast<bf16*>(p.dq) + b * p.dq_batch_stride + h * p.dq_head_stride + q * p.dq_seq_stride;
+#pragma unroll
+    for (int c = lane * 2; c < D; c += 64) {
+      float2 x = *reinterpret_cast<const float2*>(p.dq_accum + row * D + c);
+      *reinterpret_cast<unsigned*>(dQg + c) = PackBf16(x.x * p.scale, x.y * p.scale);
+    }
+  }
+}
+
+template <int D, int BM, int BN, int NW, int STAGES, int MASK, bool ATOMIC_DQ>
+__global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
+  constexpr int NT = NW * 32;
+  constexpr int NJ = BM / 8;   // query columns of S^T per warp, in n-tiles of 8
+  constexpr int DJ = D / 8;
+  static_assert(D == 64 || D == 128, "backward head dim 64 or 128");
+  static_assert(BN == 16 * NW, "each warp owns 16 kv rows");
+  static_assert(BM % 16 == 0 && BM >= 16 && BM <= 128, "query tile: multiple of 16, at most 128");
+  static_assert(STAGES == 1 || STAGES == 2, "1 or 2 query-tile buffers");
+  static_assert(MASK >= 0 && MASK < kNumMaskKinds, "mask kind");
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* sK = reinterpret_cast<bf16*>(smem);
+  bf16* sV = sK + BN * D;
+  bf16* sQ = sV + BN * D;
+  bf16* sdO = sQ + STAGES * BM * D;
+  bf16* sdS = sdO + STAGES * BM * D;
+  RowSpan* sSpan = reinterpret_cast<RowSpan*>(sdS + BM * BN);
+  float* sLse = reinterpret_cast<float*>(sSpan + STAGES * BM);
+  float* sDelta = sLse + STAGES * BM;
+  unsigned char* sCls = reinterpret_cast<unsigned char*>(sDelta + STAGES * BM);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int b = blockIdx.z, hk = blockIdx.y;
+  const int k0 = blockIdx.x * BN;
+  MaskParams m = p.mask;
+  m.kind = MASK;
+  const int Sq = m.seq_q, Skv = m.seq_kv;
+  const int G = p.heads_q / p.heads_kv;
+  const float scale_log2 = p.scale * kLog2e;
+  const int nqt = (Sq + BM - 1) / BM;
+  const int nitems = G * nqt;
+
+  LoadTileAsync<BN, D, NT>(sK, static_cast<const bf16*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride + k0 * p.k_seq_stride,
+                           p.k_seq_stride, Skv - k0, tid);
+  LoadTileAsync<BN, D, NT>(sV, static_cast<const bf16*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride + k0 * p.v_seq_stride,
+                           p.v_seq_stride, Skv - k0, tid);
+  CpAsyncCommit();
+  for (int t = tid; t < nqt; t += NT) sCls[t] = static_cast<unsigned char>(ClassifyTile(m, b, t * BM, t * BM + BM, k0, k0 + BN));
+  __syncthreads();
+
+  // Issues the cp.async loads of work item I (query head of the group, query tile) into buffer STAGE and fills
+  // that buffer's per-row LSE (log2 units), delta and row spans.
+#define DFLASH_LOAD_ITEM(I, STAGE)                                                                          \
+  do {                                                                                                      \
+    const int h_ = hk * G + (I) / nqt;                                                                      \
+    const int q0_ = ((I) % nqt) * BM;                                                                       \
+    LoadTileAsync<BM, D, NT>(sQ + (STAGE) * BM * D,                                                         \
+                             static_cast<const bf16*>(p.q) + b * p.q_batch_stride + h_ * p.q_head_stride +  \
+                                 static_cast<long long>(q0_) * p.q_seq_stride,                              \
+                             p.q_seq_stride, Sq - q0_, tid);                                                \
+    LoadTileAsync<BM, D, NT>(sdO + (STAGE) * BM * D,                                                        \
+                             static_cast<const bf16*>(p.dout) + b * p.do_batch_stride +                     \
+                                 h_ * p.do_head_stride + static_cast<long long>(q0_) * p.do_seq_stride,     \
+                             p.do_seq_stride, Sq - q0_, tid);                                               \
+    CpAsyncCommit();                                                                                        \
+    for (int r_ = tid; r_ < BM; r_ += NT) {                                                                 \
+      const int q_ = q0_ + r_;                                                                              \
+      float lse_ = Inf(), delta_ = 0.f;                                                                     \
+      if (q_ < Sq) {                                                                                        \
+        const long long row_ = (static_cast<long long>(b) * p.heads_q + h_) * Sq + q_;                      \
+        lse_ = p.lse[row_];                                                                                 \
+        if (lse_ == -Inf()) lse_ = Inf(); /* the row sees nothing: P = exp(S - inf) = 0 */                  \
+        delta_ = p.delta[row_];                                                                             \
+      }                                                                                                     \
+      sLse[(STAGE) * BM + r_] = lse_ * kLog2e;                                                              \
+      sDelta[(STAGE) * BM + r_] = delta_;                                                                   \
+      sSpan[(STAGE) * BM + r_] = RowVisibleSpan(m, b, q_);                                                  \
+    }                                                                                                       \
+  } while (0)
+
+  float dk[DJ][4], dv[DJ][4];
+#pragma unroll
+  for (int dj = 0; dj < DJ; ++dj)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[dj][e] = dv[dj][e] = 0.f;
+
+  int it = NextNonEmpty(sCls, 0, nitems, nqt);
+  if (it < nitems) DFLASH_LOAD_ITEM(it, 0);
+  int stage = 0;
+  while (it < nitems) {
+    const int itn = NextNonEmpty(sCls, it + 1, nitems, nqt);
+    if (STAGES > 1 && itn < nitems) {
+      DFLASH_LOAD_ITEM(itn, (stage + 1) % STAGES);
+      CpAsyncWait<1>();
+    } else {
+      CpAsyncWait<0>();
+    }
+    __syncthreads();
+    const int h = hk * G + it / nqt;
+    const int qt = it % nqt;
+    const int q0 = qt * BM;
+    const bool full = sCls[qt] == kTileFull;
+    const bf16* cQ = sQ + stage * BM * D;
+    const bf16* cdO = sdO + stage * BM * D;
+    const float* cLse = sLse + stage * BM;
+    const float* cDelta = sDelta + stage * BM;
+    const RowSpan* cSpan = sSpan + stage * BM;
+
+    // S^T = K Q^T and dP^T = V dO^T for this warp's 16 kv rows.
+    float s[NJ][4], dp[NJ][4];
+#pragma unroll
+    for (int nj = 0; nj < NJ; ++nj)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nj][e] = dp[nj][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      unsigned ak[4], av[4];
+      Ldmatrix4(ak, SmemAddr(sK + Swz<D>(warp * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8)));
+      Ldmatrix4(av, SmemAddr(sV + Swz<D>(warp * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8)));
+#pragma unroll
+      for (int nj = 0; nj < NJ; nj += 2) {
+        unsigned bq[4], bo[4];
+        const int row = nj * 8 + (lane & 7) + (lane >> 4) * 8, col = kk * 16 + ((lane >> 3) & 1) * 8;
+        Ldmatrix4(bq, SmemAddr(cQ + Swz<D>(row, col)));
+        Ldmatrix4(bo, SmemAddr(cdO + Swz<D>(row, col)));
+        Mma16816(s[nj], ak, bq[0], bq[1]);
+        Mma16816(s[nj + 1], ak, bq[2], bq[3]);
+        Mma16816(dp[nj], av, bo[0], bo[1]);
+        Mma16816(dp[nj + 1], av, bo[2], bo[3]);
+      }
+    }
+
+    // P^T and dS^T = P^T * (dP^T - delta).
+#pragma unroll
+    for (int nj = 0; nj < NJ; ++nj)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int kv = k0 + warp * 16 + (lane >> 2) + (e >> 1) * 8;
+        const int qc = nj * 8 + (lane & 3) * 2 + (e & 1);
+        float pv = FastExp2(fmaf(s[nj][e], scale_log2, -cLse[qc]));
+        if (!full && !InSpan(cSpan[qc], kv)) pv = 0.f;
+        s[nj][e] = pv;
+        dp[nj][e] = pv * (dp[nj][e] - cDelta[qc]);
+      }
+
+    // dV += P^T dO ; dK += dS^T Q.
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk) {
+      unsigned ap[4], as[4];
+      ap[0] = PackBf16(s[2 * kk][0], s[2 * kk][1]);
+      ap[1] = PackBf16(s[2 * kk][2], s[2 * kk][3]);
+      ap[2] = PackBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      ap[3] = PackBf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      as[0] = PackBf16(dp[2 * kk][0], dp[2 * kk][1]);
+      as[1] = PackBf16(dp[2 * kk][2], dp[2 * kk][3]);
+      as[2] = PackBf16(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+      as[3] = PackBf16(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+#pragma unroll
+      for (int dj = 0; dj < DJ; dj += 2) {
+        unsigned bo[4], bq[4];
+        const int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, col = dj * 8 + (lane >> 4) * 8;
+        Ldmatrix4Trans(bo, SmemAddr(cdO + Swz<D>(row, col)));
+        Ldmatrix4Trans(bq, SmemAddr(cQ + Swz<D>(row, col)));
+        Mma16816(dv[dj], ap, bo[0], bo[1]);
+        Mma16816(dv[dj + 1], ap, bo[2], bo[3]);
+        Mma16816(dk[dj], as, bq[0], bq[1]);
+        Mma16816(dk[dj + 1], as, bq[2], bq[3]);
+      }
+    }
+
+    if (ATOMIC_DQ) {
+      // dS (bf16) to shared memory as [query][kv], then dQ_accum[q] += dS K over this kv tile.
+#pragma unroll
+      for (int nj = 0; nj < NJ; ++nj)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int kvl = warp * 16 + (lane >> 2) + (e >> 1) * 8;
+          const int ql = nj * 8 + (lane & 3) * 2 + (e & 1);
+          sdS[Swz<BN>(ql, kvl)] = __float2bfloat16_rn(dp[nj][e]);
+        }
+      __syncthreads();
+      constexpr int kMt = BM / 16, kChunks = D / 64;
+      for (int u = warp; u < kMt * kChunks; u += NW) {
+        const int mt = u % kMt, dc = u / kMt;
+        float acc[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+          unsigned a[4];
+          Ldmatrix4(a, SmemAddr(sdS + Swz<BN>(mt * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8)));
+#pragma unroll
+          for (int j = 0; j < 8; j += 2) {
+            unsigned bk[4];
+            Ldmatrix4Trans(bk, SmemAddr(sK + Swz<D>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, dc * 64 + j * 8 + (lane >> 4) * 8)));
+            Mma16816(acc[j], a, bk[0], bk[1]);
+            Mma16816(acc[j + 1], a, bk[2], bk[3]);
+          }
+        }
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+          const int q = q0 + mt * 16 + (lane >> 2) + hr * 8;
+          if (q >= Sq) continue;
+          float* dst = p.dq_accum + ((static_cast<long long>(b) * p.heads_q + h) * Sq + q) * D + dc * 64 + (lane & 3) * 2;
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            AtomicAdd2(dst + j * 8, acc[j][hr * 2], acc[j][hr * 2 + 1]);
+          }
+        }
+      }
+    }
+    __syncthreads();  // this stage's buffers (and sdS) may be refilled now
+    if (STAGES == 1 && itn < nitems) DFLASH_LOAD_ITEM(itn, 0);
+    it = itn;
+    stage = STAGES > 1 ? (stage + 1) % STAGES : 0;
+  }
+  CpAsyncWait<0>();
+
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int kv = k0 + warp * 16 + (lane >> 2) + hr * 8;
+    if (kv >= Skv) continue;
+    bf16* dKg = static_cast<bf16*>(p.dk) + b * p.dk_batch_stride + hk * p.dk_head_stride + kv * p.dk_seq_stride;
+    bf16* dVg = static_cast<bf16*>(p.dv) + b * p.dv_batch_stride + hk * p.dv_head_stride + kv * p.dv_seq_stride;
+#pragma unroll
+    for (int dj = 0; dj < DJ; ++dj) {
+      const int c = dj * 8 + (lane & 3) * 2;
+      *reinterpret_cast<unsigned*>(dKg + c) = PackBf16(dk[dj][hr * 2] * p.scale, dk[dj][hr * 2 + 1] * p.scale);
+      *reinterpret_cast<unsigned*>(dVg + c) = PackBf16(dv[dj][hr * 2], dv[dj][hr * 2 + 1]);
+    }
+  }
+}
+
+// Separate-pass dQ: grid (ceil(seq_q / BM), heads_q, batch); the forward's loop structure.
+template <int D, int BM, int BN, int NW, int STAGES, int MASK>
+__global__ void __launch_bounds__(NW * 32, 1) AttnBwdDq(const AttnParams p) {
+  constexpr int NT = NW * 32;
+  constexpr int MI = BM / (16 * NW);
+  constexpr int NJ = BN / 8;
+  constexpr int DJ = D / 8;
+  static_assert(D == 64 || D == 128, "backward head dim 64 or 128");
+  static_assert(BM % (16 * NW) == 0 && MI >= 1 && MI <= 2, "each warp owns 1..2 m-tiles of 16 rows");
+  static_assert(BN % 16 == 0 && BN >= 16 && BN <= 128, "kv tile: multiple of 16, at most 128");
+  static_assert(STAGES == 1 || STAGES == 2, "1 or 2 kv buffers");
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* sQ = reinterpret_cast<bf16*>(smem);
+  bf16* sdO = sQ + BM * D;
+  bf16* sK = sdO + BM * D;
+  bf16* sV = sK + STAGES * BN * D;
+  unsigned char* sCls = reinterpret_cast<unsigned char*>(sV + STAGES * BN * D);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int q0 = blockIdx.x * BM;
+  MaskParams m = p.mask;
+  m.kind = MASK;
+  const int Sq = m.seq_q, Skv = m.seq_kv;
+  const int hk = h / (p.heads_q / p.heads_kv);
+  const float scale_log2 = p.scale * kLog2e;
+  const bf16* Kg = static_cast<const bf16*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride;
+  const bf16* Vg = static_cast<const bf16*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride;
+  const int nkt = (Skv + BN - 1) / BN;
+
+  LoadTileAsync<BM, D, NT>(sQ, static_cast<const bf16*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride + q0 * p.q_seq_stride,
+                           p.q_seq_stride, Sq - q0, tid);
+  LoadTileAsync<BM, D, NT>(sdO, static_cast<const bf16*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride + q0 * p.do_seq_stride,
+                           p.do_seq_stride, Sq - q0, tid);
+  CpAsyncCommit();
+  for (int t = tid; t < nkt; t += NT) sCls[t] = static_cast<unsigned char>(ClassifyTile(m, b, q0, q0 + BM, t * BN, t * BN + BN));
+
+  RowSpan span[MI][2];
+  float lse2[MI][2], delta[MI][2];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int q = q0 + (warp * MI + mi) * 16 + (lane >> 2) + hr * 8;
+      span[mi][hr] = RowVisibleSpan(m, b, q);
+      float lse = Inf(), dl = 0.f;
+      if (q < Sq) {
+        const long long row = (static_cast<long long>(b) * p.heads_q + h) * Sq + q;
+        lse = p.lse[row];
+        if (lse == -Inf()) lse = Inf();
+        dl = p.delta[row];
+      }
+      lse2[mi][hr] = lse * kLog2e;
+      delta[mi][hr] = dl;
+    }
+  float dq[MI][DJ][4];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int dj = 0; dj < DJ; ++dj)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dq[mi][dj][e] = 0.f;
+  __syncthreads();
+
+
+  int t = NextNonEmpty(sCls, 0, nkt, kMaxTiles);
+  if (t < nkt) DFLASH_LOAD_KV(t, 0);
+  int stage = 0;
+  while (t < nkt) {
+    const int tn = NextNonEmpty(sCls, t + 1, nkt, kMaxTiles);
+    if (STAGES > 1 && tn < nkt) {
+      DFLASH_LOAD_KV(tn, (stage + 1) % STAGES);
+      CpAsyncWait<1>();
+    } else {
+      CpAsyncWait<0>();
+    }
+    __syncthreads();
+    const bf16* cK = sK + stage * BN * D;
+    const bf16* cV = sV + stage * BN * D;
+    const bool full = sCls[t] == kTileFull;
+
+    float s[MI][NJ][4], dp[MI][NJ][4];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int nj = 0; nj < NJ; ++nj)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mi][nj][e] = dp[mi][nj][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      unsigned aq[MI][4], ao[MI][4];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        const int row = (warp * MI + mi) * 16 + (lane & 15), col = kk * 16 + (lane >> 4) * 8;
+        Ldmatrix4(aq[mi], SmemAddr(sQ + Swz<D>(row, col)));
+        Ldmatrix4(ao[mi], SmemAddr(sdO + Swz<D>(row, col)));
+      }
+#pragma unroll
+      for (int nj = 0; nj < NJ; nj += 2) {
+        unsigned bk[4], bv[4];
+        const int row = nj * 8 + (lane & 7) + (lane >> 4) * 8, col = kk * 16 + ((lane >> 3) & 1) * 8;
+        Ldmatrix4(bk, SmemAddr(cK + Swz<D>(row, col)));
+        Ldmatrix4(bv, SmemAddr(cV + Swz<D>(row, col)));
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+          Mma16816(s[mi][nj], aq[mi], bk[0], bk[1]);
+          Mma16816(s[mi][nj + 1], aq[mi], bk[2], bk[3]);
+          Mma16816(dp[mi][nj], ao[mi], bv[0], bv[1]);
+          Mma16816(dp[mi][nj + 1], ao[mi], bv[2], bv[3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int nj = 0; nj < NJ; ++nj)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int hr = e >> 1;
+          const int kv = t * BN + nj * 8 + (lane & 3) * 2 + (e & 1);
+          float pv = FastExp2(fmaf(s[mi][nj][e], scale_log2, -lse2[mi][hr]));
+          if (!full && !InSpan(span[mi][hr], kv)) pv = 0.f;
+          dp[mi][nj][e] = pv * (dp[mi][nj][e] - delta[mi][hr]);
+        }
+    // dQ += dS K.
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      unsigned a[MI][4];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        a[mi][0] = PackBf16(dp[mi][2 * kk][0], dp[mi][2 * kk][1]);
+        a[mi][1] = PackBf16(dp[mi][2 * kk][2], dp[mi][2 * kk][3]);
+        a[mi][2] = PackBf16(dp[mi][2 * kk + 1][0], dp[mi][2 * kk + 1][1]);
+        a[mi][3] = PackBf16(dp[mi][2 * kk + 1][2], dp[mi][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dj = 0; dj < DJ; dj += 2) {
+        unsigned bb[4];
+        Ldmatrix4Trans(bb, SmemAddr(cK + Swz<D>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, dj * 8 + (lane >> 4) * 8)));
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+          Mma16816(dq[mi][dj], a[mi], bb[0], bb[1]);
+          Mma16816(dq[mi][dj + 1], a[mi], bb[2], bb[3]);
+        }
+      }
+    }
+    __syncthreads();
+    if (STAGES == 1 && tn < nkt) DFLASH_LOAD_KV(tn, 0);
+    t = tn;
+    stage = STAGES > 1 ? (stage + 1) % STAGES : 0;
+  }
+  CpAsyncWait<0>();
+
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int r = q0 + (warp * MI + mi) * 16 + (lane >> 2) + hr * 8;
+      if (r >= Sq) continue;
+      bf16* dQg = static_cast<bf16*>(p.dq) + b * p.dq_batch_stride + h * p.dq_head_stride + r * p.dq_seq_stride;
+#pragma unroll
+      for (int dj = 0; dj < DJ; ++dj)
+        *reinterpret_cast<unsigned*>(dQg + dj * 8 + (lane & 3) * 2) =
+            PackBf16(dq[mi][dj][hr * 2] * p.scale, dq[mi][dj][hr * 2 + 1] * p.scale);
+    }
+}
+
+}  // namespace dflash_attn

@@ -1,0 +1,132 @@
+#include "kernels/attention/attention_config.h"
+
+#include <algorithm>
+
+#include "kernels/attention/attention_params.cuh"
+
+namespace dflash::attention {
+namespace {
+
+int Get(const tuner::Config& c, const char* k) {
+  auto it = c.find(k);
+  return it == c.end() ? 0 : static_cast<int>(it->second);
+}
+
+unsigned CeilDiv(std::int64_t a, std::int64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
+
+std::string Expr(const char* name, std::initializer_list<long long> args) {
+  std::string s = std::string("dflash_attn::") + name + "<";
+  bool first = true;
+  for (long long a : args) {
+    if (!first) s += ",";
+    s += std::to_string(a);
+    first = false;
+  }
+  return s + ">";
+}
+
+constexpr int kPreRowsPerBlock = 32;  // attention_bwd.cuh
+constexpr int kDqTileN = 64;          // kv tile of the separate dQ pass
+
+}  // namespace
+
+std::vector<tuner::TunableParam> ForwardParams() {
+  return {{"block_m", {64, 128}, "query rows per thread block"},
+          {"block_n", {32, 64, 128}, "kv rows per shared-memory tile"},
+          {"warps", {4, 8}, "warps per block (each owns block_m / warps query rows)"},
+          {"stages", {1, 2}, "kv tile buffers (2 = cp.async double buffering)"}};
+}
+
+std::vector<tuner::TunableParam> BackwardParams() {
+  return {{"block_m", {32, 64, 128}, "query rows per inner tile"},
+          {"block_n", {64, 128}, "kv rows per thread block (warps = block_n / 16)"},
+          {"stages", {1, 2}, "query tile buffers (2 = cp.async double buffering)"},
+          {"dq_mode", {0, 1}, "0: dQ by fp32 atomics + convert pass; 1: separate deterministic dQ pass"}};
+}
+
+bool UsesDqAccumulator(const tuner::Config& config) { return Get(config, "dq_mode") == 0; }
+
+std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
+  const int bm = Get(c, "block_m"), bn = Get(c, "block_n"), w = Get(c, "warps"), st = Get(c, "stages");
+  if (c.size() != 4) return "forward config needs exactly block_m, block_n, warps, stages";
+  if (w != 4 && w != 8) return "warps must be 4 or 8";
+  if (bm < 16 || bm % (16 * w) != 0) return "block_m must be a multiple of 16 * warps";
+  if (bm / (16 * w) > 4) return "at most 4 m-tiles of 16 rows per warp";
+  if (bn < 16 || bn > 128 || bn % 16 != 0) return "block_n must be a multiple of 16 in 16..128";
+  if (st != 1 && st != 2) return "stages must be 1 or 2";
+  if ((p.seq_kv + bn - 1) / bn > dflash_attn::kMaxTiles) return "seq_kv exceeds the tile-class table (" + std::to_string(dflash_attn::kMaxTiles) + " kv tiles)";
+  // Register budget: the O accumulator (block_m/warps x head_dim fp32 per warp) plus S (block_m/warps x block_n).
+  const int acc_per_thread = (bm / w) * static_cast<int>(p.head_dim) / 32 + (bm / w) * bn / 32;
+  if (acc_per_thread > 192) return "accumulators need " + std::to_string(acc_per_thread) + " registers per thread (> 192): would spill";
+  return "";
+}
+
+std::string BackwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
+  const int bm = Get(c, "block_m"), bn = Get(c, "block_n"), st = Get(c, "stages"), dq = Get(c, "dq_mode");
+  if (c.size() != 4) return "backward config needs exactly block_m, block_n, stages, dq_mode";
+  if (p.head_dim != 64 && p.head_dim != 128) return "backward supports head_dim 64 and 128";
+  if (bm < 16 || bm > 128 || bm % 16 != 0) return "block_m must be a multiple of 16 in 16..128";
+  if (bn != 64 && bn != 128) return "block_n must be 64 or 128";
+  if (st != 1 && st != 2) return "stages must be 1 or 2";
+  if (dq != 0 && dq != 1) return "dq_mode must be 0 or 1";
+  if ((p.seq_q + bm - 1) / bm > dflash_attn::kMaxTiles) return "seq_q exceeds the tile-class table (" + std::to_string(dflash_attn::kMaxTiles) + " query tiles)";
+  if (dq == 1 && (p.seq_kv + kDqTileN - 1) / kDqTileN > dflash_attn::kMaxTiles)
+    return "seq_kv exceeds the dQ pass's tile-class table";
+  // dK, dV (2 x head_dim/8 x 4 per thread) + S^T, dP^T (2 x block_m/8 x 4).
+  const int acc = static_cast<int>(p.head_dim) + bm;
+  if (acc > 224) return "accumulators need " + std::to_string(acc) + " registers per thread (> 224): would spill";
+  return "";
+}
+
+std::vector<KernelLaunch> ForwardLaunches(const tuner::Config& c, const ProblemSpec& p) {
+  const int bm = Get(c, "block_m"), bn = Get(c, "block_n"), w = Get(c, "warps"), st = Get(c, "stages");
+  const int d = static_cast<int>(p.head_dim);
+  KernelLaunch k;
+  k.name_expression = Expr("AttnFwd", {d, bm, bn, w, st, p.mask});
+  k.grid_x = CeilDiv(p.seq_q, bm);
+  k.grid_y = static_cast<unsigned>(p.heads_q);
+  k.grid_z = static_cast<unsigned>(p.batch);
+  k.threads = static_cast<unsigned>(w * 32);
+  k.shared_bytes = static_cast<unsigned>(dflash_attn::FwdSmemBytes(d, bm, bn, st));
+  return {k};
+}
+
+std::vector<KernelLaunch> BackwardLaunches(const tuner::Config& c, const ProblemSpec& p) {
+  const int bm = Get(c, "block_m"), bn = Get(c, "block_n"), st = Get(c, "stages"), dq = Get(c, "dq_mode");
+  const int d = static_cast<int>(p.head_dim);
+  std::vector<KernelLaunch> out;
+  KernelLaunch pre;
+  pre.name_expression = std::string("dflash_attn::AttnBwdPre<") + std::to_string(d) + (dq == 0 ? ",true>" : ",false>");
+  pre.grid_x = CeilDiv(p.seq_q, kPreRowsPerBlock);
+  pre.grid_y = static_cast<unsigned>(p.heads_q);
+  pre.grid_z = static_cast<unsigned>(p.batch);
+  pre.threads = 128;
+  out.push_back(pre);
+  KernelLaunch kv;
+  kv.name_expression = Expr("AttnBwdKv", {d, bm, bn, bn / 16, st, p.mask}) ;
+  kv.name_expression.pop_back();
+  kv.name_expression += dq == 0 ? ",true>" : ",false>";
+  kv.grid_x = CeilDiv(p.seq_kv, bn);
+  kv.grid_y = static_cast<unsigned>(p.heads_kv);
+  kv.grid_z = static_cast<unsigned>(p.batch);
+  kv.threads = static_cast<unsigned>(bn / 16 * 32);
+  kv.shared_bytes = static_cast<unsigned>(dflash_attn::BwdSmemBytes(d, bm, bn, st));
+  out.push_back(kv);
+  if (dq == 0) {
+    KernelLaunch cv = pre;
+    cv.name_expression = Expr("AttnBwdDqConvert", {d});
+    out.push_back(cv);
+  } else {
+    KernelLaunch q;
+    q.name_expression = Expr("AttnBwdDq", {d, bm, kDqTileN, bm / 16, st, p.mask});
+    q.grid_x = CeilDiv(p.seq_q, bm);
+    q.grid_y = static_cast<unsigned>(p.heads_q);
+    q.grid_z = static_cast<unsigned>(p.batch);
+    q.threads = static_cast<unsigned>(bm / 16 * 32);
+    q.shared_bytes = static_cast<unsigned>(dflash_attn::BwdDqSmemBytes(d, bm, kDqTileN, st));
+    out.push_back(q);
+  }
+  return out;
+}
+
+}  // namespace dflash::attention

@@ -1,0 +1,41 @@
+// The attention families' parameter spaces and what a config means: the kernels it instantiates (name
+// expressions), their launch geometry (grid, threads, dynamic shared memory) and the arch-independent reasons a
+// config is invalid for a problem.
+// Forward params: block_m (query rows per block), block_n (kv rows per tile), warps, stages (kv buffers).
+// Backward params: block_m (query rows per inner tile), block_n (kv rows per block; warps = block_n / 16),
+// stages (query-tile buffers), dq_mode (0: fp32 atomics into an accumulator + a convert pass; 1: a separate
+// dQ pass of tile block_m x 64 that recomputes P and dP, deterministic, no accumulator).
+// Who may call it: the families, the API, tests. Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/attention/attention_problem.h"
+#include "tuner/kernel_family.h"
+
+namespace dflash::attention {
+
+std::vector<tuner::TunableParam> ForwardParams();
+std::vector<tuner::TunableParam> BackwardParams();
+
+// One kernel launch of a variant.
+struct KernelLaunch {
+  std::string name_expression;  // "dflash_attn::AttnFwd<128,64,64,4,2,3>"
+  unsigned grid_x = 1, grid_y = 1, grid_z = 1;
+  unsigned threads = 0;
+  unsigned shared_bytes = 0;
+};
+
+// The launches of one forward / backward call, in order. The config must be valid (InvalidReason empty);
+// the problem supplies the grid.
+std::vector<KernelLaunch> ForwardLaunches(const tuner::Config& config, const ProblemSpec& problem);
+std::vector<KernelLaunch> BackwardLaunches(const tuner::Config& config, const ProblemSpec& problem);
+
+std::string ForwardInvalidReason(const tuner::Config& config, const ProblemSpec& bucket);
+std::string BackwardInvalidReason(const tuner::Config& config, const ProblemSpec& bucket);
+
+// True when the backward config accumulates dQ with fp32 atomics (it then needs the dq_accum workspace).
+bool UsesDqAccumulator(const tuner::Config& config);
+
+}  // namespace dflash::attention

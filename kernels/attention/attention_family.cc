@@ -1,0 +1,93 @@
+#include "kernels/attention/attention_family.h"
+
+#include <algorithm>
+
+#include "kernels/attention/attention_config.h"
+#include "kernels/attention/attention_problem.h"
+#include "kernels/attention/attention_workload.h"
+
+namespace dflash {
+extern const EmbeddedFile kAttentionSources[];
+extern const std::size_t kAttentionSources_count;
+}  // namespace dflash
+
+namespace dflash::attention {
+namespace {
+
+class AttentionFamily final : public tuner::KernelFamily {
+ public:
+  explicit AttentionFamily(Direction dir) : dir_(dir) {}
+
+  std::string_view name() const override { return dir_ == Direction::kForward ? "attention_fwd" : "attention_bwd"; }
+  std::string_view summary() const override {
+    return dir_ == Direction::kForward
+               ? "fused attention forward (O, LSE), bf16, GQA, causal/doc/DFlash block masks with tile skipping"
+               : "fused attention backward (dQ, dK, dV), bf16, GQA reduced in-kernel, causal/doc/DFlash masks";
+  }
+  std::span<const EmbeddedFile> sources() const override { return {kAttentionSources, kAttentionSources_count}; }
+  std::vector<tuner::TunableParam> params() const override {
+    return dir_ == Direction::kForward ? ForwardParams() : BackwardParams();
+  }
+
+  Result<tuner::Problem> Bucket(const tuner::Problem& problem) const override {
+    DFLASH_ASSIGN_OR_RETURN(ProblemSpec spec, ParseProblem(problem, dir_));
+    return ToJson(BucketOf(spec));
+  }
+
+  std::string InvalidReason(const tuner::Config& config, const tuner::Problem& bucket) const override {
+    Result<ProblemSpec> spec = ParseProblem(bucket, dir_);
+    if (!spec.ok()) return "not an attention bucket: " + spec.status().message();
+    return dir_ == Direction::kForward ? ForwardInvalidReason(config, *spec) : BackwardInvalidReason(config, *spec);
+  }
+
+  tuner::CompileSpec MakeCompileSpec(const tuner::Config& config, const tuner::Problem& bucket) const override {
+    tuner::CompileSpec cs;
+    cs.main_file = "attention_kernels.cu";
+    Result<ProblemSpec> spec = ParseProblem(bucket, dir_);
+    if (!spec.ok()) return cs;  // no expressions: the compile fails with a clear "nothing to instantiate"
+    for (const KernelLaunch& l : Launches(config, *spec)) {
+      if (std::find(cs.name_expressions.begin(), cs.name_expressions.end(), l.name_expression) ==
+          cs.name_expressions.end())
+        cs.name_expressions.push_back(l.name_expression);
+    }
+    if (dir_ == Direction::kBackward) cs.name_expressions.push_back(BackwardHelperForwardExpression(*spec));
+    return cs;
+  }
+
+  BlockShape BlockShapeOf(const tuner::Config& config, const tuner::Problem& bucket) const override {
+    BlockShape s;
+    Result<ProblemSpec> spec = ParseProblem(bucket, dir_);
+    if (!spec.ok()) return s;
+    for (const KernelLaunch& l : Launches(config, *spec)) {
+      s.threads = std::max(s.threads, l.threads);
+      s.dynamic_shared_bytes = std::max<std::size_t>(s.dynamic_shared_bytes, l.shared_bytes);
+    }
+    return s;
+  }
+
+  Result<std::unique_ptr<tuner::Workload>> MakeWorkload(const gpu::Context& ctx, const tuner::Problem& problem,
+                                                        std::uint64_t seed) const override {
+    DFLASH_ASSIGN_OR_RETURN(ProblemSpec spec, ParseProblem(problem, dir_));
+    return MakeAttentionWorkload(spec, dir_, seed);
+  }
+
+ private:
+  std::vector<KernelLaunch> Launches(const tuner::Config& config, const ProblemSpec& spec) const {
+    return dir_ == Direction::kForward ? ForwardLaunches(config, spec) : BackwardLaunches(config, spec);
+  }
+  Direction dir_;
+};
+
+}  // namespace
+
+const tuner::KernelFamily& ForwardFamily() {
+  static const AttentionFamily family(Direction::kForward);
+  return family;
+}
+
+const tuner::KernelFamily& BackwardFamily() {
+  static const AttentionFamily family(Direction::kBackward);
+  return family;
+}
+
+}  // namespace dflash::attention

@@ -1,0 +1,216 @@
+// Fused attention forward (FlashAttention-2 structure): one block per (query tile, query head, batch); it
+// classifies every kv tile of its query tile (attention_mask.cuh), never touches the empty ones, streams the rest
+// through shared memory with cp.async (STAGES = 1 or 2 buffers), computes S = Q K^T with mma.sync, masks only
+// partial tiles, runs the online softmax in registers and accumulates O = P V. Writes O (bf16) and the
+// log-sum-exp (fp32, natural log, -inf for rows that see nothing; their O is 0).
+// Who may include it: attention_kernels.cu (NVRTC). Thread-safety: n/a (device code).
+#pragma once
+
+#include "attention_mask.cuh"
+#include "attention_mma.cuh"
+#include "attention_params.cuh"
+
+namespace dflash_attn {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+template <int D, int BM, int BN, int NW, int STAGES, int MASK>
+__global__ void __launch_bounds__(NW * 32, 1) AttnFwd(const AttnParams p) {
+  constexpr int NT = NW * 32;
+  constexpr int MI = BM / (16 * NW);  // 16-row m-tiles per warp
+  constexpr int NJ = BN / 8;
+  constexpr int DJ = D / 8;
+  static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
+  static_assert(BM % (16 * NW) == 0 && MI >= 1 && MI <= 4, "each warp owns 1..4 m-tiles of 16 rows");
+  static_assert(BN % 16 == 0 && BN >= 16 && BN <= 128, "kv tile: multiple of 16, at most 128");
+  static_assert(STAGES == 1 || STAGES == 2, "1 or 2 kv buffers");
+  static_assert(MASK >= 0 && MASK < kNumMaskKinds, "mask kind");
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* sQ = reinterpret_cast<bf16*>(smem);
+  bf16* sK = sQ + BM * D;
+  bf16* sV = sK + STAGES * BN * D;
+  RowSpan* sSpan = reinterpret_cast<RowSpan*>(sV + STAGES * BN * D);
+  unsigned char* sCls = reinterpret_cast<unsigned char*>(sSpan + BM);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int q0 = blockIdx.x * BM;
+  MaskParams m = p.mask;
+  m.kind = MASK;
+  const int Sq = m.seq_q, Skv = m.seq_kv;
+  const int hk = h / (p.heads_q / p.heads_kv);
+  const float scale_log2 = p.scale * kLog2e;
+
+  const bf16* Qg = static_cast<const bf16*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride + q0 * p.q_seq_stride;
+  const bf16* Kg = static_cast<const bf16*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride;
+  const bf16* Vg = static_cast<const bf16*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride;
+  const int nkt = (Skv + BN - 1) / BN;
+
+  LoadTileAsync<BM, D, NT>(sQ, Qg, p.q_seq_stride, Sq - q0, tid);
+  CpAsyncCommit();
+  for (int t = tid; t < nkt; t += NT) sCls[t] = static_cast<unsigned char>(ClassifyTile(m, b, q0, q0 + BM, t * BN, t * BN + BN));
+
+  // Row spans live in shared memory (registers are for the accumulators); only partial tiles read them.
+  for (int r = tid; r < BM; r += NT) sSpan[r] = RowVisibleSpan(m, b, q0 + r);
+
+  float o[MI][DJ][4];
+  float mrow[MI][2], lrow[MI][2];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+    for (int dj = 0; dj < DJ; ++dj)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mi][dj][e] = 0.f;
+    mrow[mi][0] = mrow[mi][1] = -Inf();
+    lrow[mi][0] = lrow[mi][1] = 0.f;
+  }
+  __syncthreads();  // sCls ready
+
+#define DFLASH_LOAD_KV(T, STAGE)                                                                            \
+  do {                                                                                                      \
+    const long long k0_ = static_cast<long long>(T) * BN;                                                   \
+    LoadTileAsync<BN, D, NT>(sK + (STAGE) * BN * D, Kg + k0_ * p.k_seq_stride, p.k_seq_stride,              \
+                             Skv - static_cast<int>(k0_), tid);                                             \
+    LoadTileAsync<BN, D, NT>(sV + (STAGE) * BN * D, Vg + k0_ * p.v_seq_stride, p.v_seq_stride,              \
+                             Skv - static_cast<int>(k0_), tid);                                             \
+    CpAsyncCommit();                                                                                        \
+  } while (0)
+
+  int t = NextNonEmpty(sCls, 0, nkt, kMaxTiles);
+  if (t < nkt) DFLASH_LOAD_KV(t, 0);
+  int stage = 0;
+  while (t < nkt) {
+    const int tn = NextNonEmpty(sCls, t + 1, nkt, kMaxTiles);
+    if (STAGES > 1 && tn < nkt) {
+      DFLASH_LOAD_KV(tn, (stage + 1) % STAGES);
+      CpAsyncWait<1>();
+    } else {
+      CpAsyncWait<0>();
+    }
+    __syncthreads();
+    const bf16* cK = sK + stage * BN * D;
+    const bf16* cV = sV + stage * BN * D;
+
+    float s[MI][NJ][4];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int nj = 0; nj < NJ; ++nj)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mi][nj][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      unsigned a[MI][4];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+        Ldmatrix4(a[mi], SmemAddr(sQ + Swz<D>((warp * MI + mi) * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8)));
+#pragma unroll
+      for (int nj = 0; nj < NJ; nj += 2) {
+        unsigned bb[4];
+        Ldmatrix4(bb, SmemAddr(cK + Swz<D>(nj * 8 + (lane & 7) + (lane >> 4) * 8, kk * 16 + ((lane >> 3) & 1) * 8)));
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+          Mma16816(s[mi][nj], a[mi], bb[0], bb[1]);
+          Mma16816(s[mi][nj + 1], a[mi], bb[2], bb[3]);
+        }
+      }
+    }
+
+    if (sCls[t] != kTileFull) {
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+          const RowSpan sp = sSpan[(warp * MI + mi) * 16 + (lane >> 2) + hr * 8];
+#pragma unroll
+          for (int nj = 0; nj < NJ; ++nj)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int kv = t * BN + nj * 8 + (lane & 3) * 2 + e;
+              if (!InSpan(sp, kv)) s[mi][nj][hr * 2 + e] = -Inf();
+            }
+        }
+    }
+
+    // Online softmax in the log2 domain.
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        float mx = -Inf();
+#pragma unroll
+        for (int nj = 0; nj < NJ; ++nj) mx = fmaxf(mx, fmaxf(s[mi][nj][hr * 2], s[mi][nj][hr * 2 + 1]));
+        mx = WarpQuadMax(mx) * scale_log2;
+        const float mnew = fmaxf(mrow[mi][hr], mx);
+        const float muse = mnew == -Inf() ? 0.f : mnew;
+        const float alpha = FastExp2(mrow[mi][hr] - muse);
+        mrow[mi][hr] = mnew;
+        float sum = 0.f;
+#pragma unroll
+        for (int nj = 0; nj < NJ; ++nj)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float pv = FastExp2(fmaf(s[mi][nj][hr * 2 + e], scale_log2, -muse));
+            s[mi][nj][hr * 2 + e] = pv;
+            sum += pv;
+          }
+        lrow[mi][hr] = lrow[mi][hr] * alpha + sum;
+#pragma unroll
+        for (int dj = 0; dj < DJ; ++dj) {
+          o[mi][dj][hr * 2] *= alpha;
+          o[mi][dj][hr * 2 + 1] *= alpha;
+        }
+      }
+
+    // O += P V.
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      unsigned a[MI][4];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        a[mi][0] = PackBf16(s[mi][2 * kk][0], s[mi][2 * kk][1]);
+        a[mi][1] = PackBf16(s[mi][2 * kk][2], s[mi][2 * kk][3]);
+        a[mi][2] = PackBf16(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
+        a[mi][3] = PackBf16(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dj = 0; dj < DJ; dj += 2) {
+        unsigned bb[4];
+        Ldmatrix4Trans(bb, SmemAddr(cV + Swz<D>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, dj * 8 + (lane >> 4) * 8)));
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+          Mma16816(o[mi][dj], a[mi], bb[0], bb[1]);
+          Mma16816(o[mi][dj + 1], a[mi], bb[2], bb[3]);
+        }
+      }
+    }
+    __syncthreads();  // this stage's buffers may be refilled now
+    if (STAGES == 1 && tn < nkt) DFLASH_LOAD_KV(tn, 0);
+    t = tn;
+    stage = STAGES > 1 ? (stage + 1) % STAGES : 0;
+  }
+  CpAsyncWait<0>();
+
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const float l = WarpQuadSum(lrow[mi][hr]);
+      const int r = q0 + (warp * MI + mi) * 16 + (lane >> 2) + hr * 8;
+      if (r >= Sq) continue;
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      bf16* Og = static_cast<bf16*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride + r * p.o_seq_stride;
+#pragma unroll
+      for (int dj = 0; dj < DJ; ++dj) {
+        *reinterpret_cast<unsigned*>(Og + dj * 8 + (lane & 3) * 2) =
+            PackBf16(o[mi][dj][hr * 2] * inv, o[mi][dj][hr * 2 + 1] * inv);
+      }
+      if ((lane & 3) == 0)
+        p.lse[(static_cast<long long>(b) * p.heads_q + h) * Sq + r] =
+            l > 0.f ? (mrow[mi][hr] + log2f(l)) * kLn2 : -Inf();
+    }
+}
+
+}  // namespace dflash_attn

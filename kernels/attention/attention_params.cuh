@@ -1,0 +1,93 @@
+// Attention kernel parameters: the plain-data structs the host passes by value to every attention kernel.
+// Owns: MaskKind, MaskParams, AttnParams (pointers + element strides + shapes + mask description).
+// Who may include it: the kernels (NVRTC), the host API (g++), the CPU tests and tools/device/attention_check.py
+// (which mirrors the layout with ctypes: keep the field order and types in sync with it).
+// Thread-safety: plain values. No host headers: NVRTC compiles this file.
+#pragma once
+
+#if defined(__CUDACC__)
+#define DFLASH_HD __host__ __device__ __forceinline__
+#else
+#define DFLASH_HD inline
+#endif
+
+namespace dflash_attn {
+
+// Mask kinds (dflash-training.md section 4 for the DFlash ones).
+enum MaskKind : int {
+  kMaskNone = 0,           // every (q, kv) pair with q < seq_q, kv < seq_kv
+  kMaskCausal = 1,         // kv <= q + (seq_kv - seq_q)   (bottom-right aligned, as FlashAttention-2)
+  kMaskDocCausal = 2,      // packed documents: kv in [doc_start(q), q]; rows at or past cu_seqlens[num_docs] see nothing
+  kMaskDflashFull = 3,     // block j = q / block_size: kv < anchor_j, plus all kv of its own block (bidirectional)
+  kMaskDflashSliding = 4,  // as full, context kv >= anchor_j + (q mod bs) - (window - 1), own block causal
+};
+constexpr int kNumMaskKinds = 5;
+
+// Everything the mask needs. For the DFlash kinds the KV sequence is [ctx_len context rows | num_blocks*block_size
+// block rows] and seq_q == num_blocks * block_size; anchors are sorted ascending among the valid blocks.
+struct MaskParams {
+  const int* cu_seqlens;              // kMaskDocCausal: num_docs + 1 row offsets (shared by all batches)
+  const int* anchors;                 // DFlash: [batch, num_blocks] anchor positions
+  const unsigned char* block_valid;   // DFlash: [batch, num_blocks], 0 = padding block; null = all valid
+  int kind;
+  int seq_q;
+  int seq_kv;
+  int num_docs;
+  int num_blocks;
+  int block_size;
+  int ctx_len;
+  int window;
+};
+
+// One attention call. Strides are in elements; the last (head_dim) dimension is contiguous.
+// Forward reads q, k, v and writes o and lse; backward reads q, k, v, o, dout, lse and writes dq, dk, dv using
+// delta ([batch, heads_q, seq_q] fp32) and dq_accum ([batch, heads_q, seq_q, head_dim] fp32) as workspace.
+struct AttnParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;  // [batch, heads_q, seq_q], natural log; -inf for rows that see nothing
+  const void* dout;
+  void* dq;
+  void* dk;
+  void* dv;
+  float* delta;
+  float* dq_accum;
+  long long q_batch_stride, q_head_stride, q_seq_stride;
+  long long k_batch_stride, k_head_stride, k_seq_stride;
+  long long v_batch_stride, v_head_stride, v_seq_stride;
+  long long o_batch_stride, o_head_stride, o_seq_stride;
+  long long do_batch_stride, do_head_stride, do_seq_stride;
+  long long dq_batch_stride, dq_head_stride, dq_seq_stride;
+  long long dk_batch_stride, dk_head_stride, dk_seq_stride;
+  long long dv_batch_stride, dv_head_stride, dv_seq_stride;
+  int batch;
+  int heads_q;
+  int heads_kv;
+  int head_dim;
+  float scale;  // softmax scale (usually 1/sqrt(head_dim))
+  int pad0;
+  MaskParams mask;
+};
+
+// Capacity of the per-block tile-class table in shared memory: a forward block classifies all kv tiles of its
+// query tile, a backward block all query tiles of its kv tile, so seq_kv <= kMaxTiles * block_n (forward) and
+// seq_q <= kMaxTiles * block_m (backward).
+constexpr int kMaxTiles = 1024;
+
+// Dynamic shared memory of the kernels (bytes), shared by host (pruning, launch) and device (static_assert).
+// Forward: Q tile; K, V tiles per stage; the row spans of the query tile (16 B per row); the tile-class table.
+DFLASH_HD constexpr int FwdSmemBytes(int d, int bm, int bn, int stages) {
+  return (bm * d + 2 * stages * bn * d) * 2 + bm * 16 + kMaxTiles;
+}
+// Backward dK/dV kernel: K, V tiles; Q, dO tiles per stage; the dS tile; per-row LSE, delta, row spans.
+DFLASH_HD constexpr int BwdSmemBytes(int d, int bm, int bn, int stages) {
+  return (2 * bn * d + 2 * stages * bm * d + bm * bn) * 2 + stages * bm * (4 + 4 + 16) + kMaxTiles;
+}
+// Backward dQ kernel (separate pass): Q, dO tiles; K, V tiles per stage.
+DFLASH_HD constexpr int BwdDqSmemBytes(int d, int bm, int bn, int stages) {
+  return (2 * bm * d + 2 * stages * bn * d) * 2 + kMaxTiles;
+}
+
+}  // namespace dflash_attn

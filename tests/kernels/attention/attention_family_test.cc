@@ -1,0 +1,145 @@
+// CPU tests of the attention families' host side: problem parsing and buckets, the parameter spaces, invalid
+// configs with their reasons, launch geometry and the O(rows) backward workspace, and the CPU reference's
+// basic identities (rows that see nothing are exactly 0 / -inf).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "kernels/attention/attention_api.h"
+#include "kernels/attention/attention_config.h"
+#include "kernels/attention/attention_family.h"
+#include "kernels/attention/attention_problem.h"
+#include "kernels/attention/reference.h"
+
+namespace dflash::attention {
+namespace {
+
+tuner::Problem DflashProblem(int blocks, int ctx, const char* mask = "dflash_full") {
+  return {{"mask", mask}, {"batch", 1}, {"heads_q", 32}, {"heads_kv", 8}, {"head_dim", 128},
+          {"seq_q", blocks * 16}, {"seq_kv", ctx + blocks * 16}, {"ctx_len", ctx}, {"block_size", 16}};
+}
+
+TEST(AttentionProblem, ParsesTheDrafterShapeAndRejectsInconsistentOnes) {
+  Result<ProblemSpec> s = ParseProblem(DflashProblem(512, 8192), Direction::kBackward);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->num_blocks(), 512);
+  tuner::Problem bad = DflashProblem(512, 8192);
+  bad["seq_kv"] = 100;
+  EXPECT_EQ(ParseProblem(bad, Direction::kForward).status().code(), ErrorCode::kInvalidArgument);
+  bad = DflashProblem(512, 8192);
+  bad["heads_kv"] = 5;
+  EXPECT_NE(ParseProblem(bad, Direction::kForward).status().message().find("multiple of heads_kv"), std::string::npos);
+  bad = DflashProblem(512, 8192);
+  bad["colour"] = 1;
+  EXPECT_NE(ParseProblem(bad, Direction::kForward).status().message().find("unknown field 'colour'"), std::string::npos);
+  tuner::Problem target = {{"mask", "causal"}, {"heads_q", 24}, {"heads_kv", 4}, {"head_dim", 256}, {"seq_q", 8192}};
+  EXPECT_TRUE(ParseProblem(target, Direction::kForward).ok());
+  EXPECT_EQ(ParseProblem(target, Direction::kBackward).status().code(), ErrorCode::kUnsupported);
+  tuner::Problem doc = {{"mask", "doc_causal"}, {"heads_q", 8}, {"head_dim", 128}, {"seq_q", 4096}};
+  EXPECT_EQ(ParseProblem(doc, Direction::kForward).status().code(), ErrorCode::kInvalidArgument);  // num_docs
+  doc["num_docs"] = 3;
+  EXPECT_TRUE(ParseProblem(doc, Direction::kForward).ok());
+}
+
+TEST(AttentionProblem, BucketRoundsSizesUpAndKeepsTheDflashStructure) {
+  ProblemSpec s = *ParseProblem(DflashProblem(300, 3000, "dflash_sliding"), Direction::kForward);
+  ProblemSpec b = BucketOf(s);
+  EXPECT_EQ(b.num_blocks(), 512);
+  EXPECT_EQ(b.ctx_len, 4096);
+  EXPECT_EQ(b.seq_kv, b.ctx_len + b.seq_q);
+  EXPECT_EQ(b.window, 2048);
+  EXPECT_TRUE(Validate(b, Direction::kForward).ok());
+  // Bucketing is idempotent.
+  ProblemSpec bb = BucketOf(b);
+  EXPECT_EQ(ToJson(bb), ToJson(b));
+}
+
+TEST(AttentionConfig, SpacesHaveTheTunablesTheIssueAsksFor) {
+  std::set<std::string> fwd, bwd;
+  for (const auto& p : ForwardFamily().params()) fwd.insert(p.name);
+  for (const auto& p : BackwardFamily().params()) bwd.insert(p.name);
+  EXPECT_EQ(fwd, (std::set<std::string>{"block_m", "block_n", "warps", "stages"}));
+  EXPECT_EQ(bwd, (std::set<std::string>{"block_m", "block_n", "stages", "dq_mode"}));
+  EXPECT_EQ(ForwardFamily().name(), "attention_fwd");
+  EXPECT_EQ(BackwardFamily().name(), "attention_bwd");
+}
+
+TEST(AttentionConfig, InvalidConfigsSayWhy) {
+  const ProblemSpec s = *ParseProblem(DflashProblem(512, 8192), Direction::kForward);
+  EXPECT_NE(ForwardInvalidReason({{"block_m", 64}, {"block_n", 64}, {"warps", 8}, {"stages", 2}}, s).find("16 * warps"),
+            std::string::npos);
+  EXPECT_EQ(ForwardInvalidReason({{"block_m", 64}, {"block_n", 64}, {"warps", 4}, {"stages", 2}}, s), "");
+  EXPECT_NE(BackwardInvalidReason({{"block_m", 64}, {"block_n", 96}, {"stages", 1}, {"dq_mode", 0}}, s), "");
+  EXPECT_EQ(BackwardInvalidReason({{"block_m", 64}, {"block_n", 64}, {"stages", 1}, {"dq_mode", 0}}, s), "");
+  // A sequence longer than the tile-class table allows is refused for the config, not silently wrong.
+  ProblemSpec longs = s;
+  longs.mask = 0;
+  longs.seq_q = longs.seq_kv = 2048 * 32 + 1;
+  EXPECT_NE(ForwardInvalidReason({{"block_m", 64}, {"block_n", 32}, {"warps", 4}, {"stages", 2}}, longs)
+                .find("tile-class table"), std::string::npos);
+}
+
+TEST(AttentionConfig, LaunchesCoverEveryRowAndNameTheMaskKind) {
+  const ProblemSpec s = *ParseProblem(DflashProblem(37, 500), Direction::kBackward);  // 592 x 1092: no tile multiple
+  auto f = ForwardLaunches({{"block_m", 128}, {"block_n", 64}, {"warps", 8}, {"stages", 2}}, s);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].name_expression, "dflash_attn::AttnFwd<128,128,64,8,2,3>");
+  EXPECT_EQ(f[0].grid_x * 128u >= 592u && (f[0].grid_x - 1) * 128u < 592u, true);
+  EXPECT_EQ(f[0].grid_y, 32u);
+  EXPECT_LE(f[0].shared_bytes, 101376u);
+  auto b = BackwardLaunches({{"block_m", 64}, {"block_n", 64}, {"stages", 1}, {"dq_mode", 0}}, s);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[1].name_expression, "dflash_attn::AttnBwdKv<128,64,64,4,1,3,true>");
+  EXPECT_EQ(b[1].grid_x, (1092u + 63u) / 64u);
+  EXPECT_EQ(b[1].grid_y, 8u);  // one block per kv head: the GQA group is reduced inside
+  EXPECT_EQ(b[2].name_expression, "dflash_attn::AttnBwdDqConvert<128>");
+  auto b1 = BackwardLaunches({{"block_m", 64}, {"block_n", 64}, {"stages", 1}, {"dq_mode", 1}}, s);
+  EXPECT_EQ(b1[2].name_expression, "dflash_attn::AttnBwdDq<128,64,64,4,1,3>");
+}
+
+TEST(AttentionApi, BackwardWorkspaceIsRowsNotScores) {
+  // The 512-anchor drafter shape: a dense fallback would hold 32 x 8192 x 16384 fp32 scores (16 GiB) per matrix;
+  // our extra memory is delta (+ the fp32 dQ accumulator), both O(rows), under 0.2 GiB.
+  const ProblemSpec s = *ParseProblem(DflashProblem(512, 8192), Direction::kBackward);
+  const double gib = 1024.0 * 1024 * 1024;
+  const std::size_t atomic = BackwardWorkspaceBytes(s, {{"dq_mode", 0}});
+  const std::size_t separate = BackwardWorkspaceBytes(s, {{"dq_mode", 1}});
+  EXPECT_LT(atomic / gib, 0.2);
+  EXPECT_EQ(separate, 32u * 8192u * 4u);
+  EXPECT_GE(atomic, 32u * 8192u * 4u + 32u * 8192u * 128u * 4u);
+}
+
+TEST(AttentionReference, RowsThatSeeNothingAreZeroWithMinusInfinityLse) {
+  ProblemSpec s = *ParseProblem(DflashProblem(4, 64), Direction::kBackward);
+  s.heads_q = 2;
+  s.heads_kv = 1;
+  HostInputs in = RandomInputs(s, 7);
+  ASSERT_EQ(in.valid.back(), 0);  // the last block is padding
+  for (Precision p : {Precision::kFloat64, Precision::kPlainBf16}) {
+    RowForward r = ForwardRow(in, 0, 1, 3 * 16 + 5, p);
+    EXPECT_TRUE(std::isinf(r.lse) && r.lse < 0);
+    for (double x : r.o) EXPECT_EQ(x, 0.0);
+    RowCache cache(in, p);
+    for (double x : DqRow(in, cache, 0, 1, 3 * 16 + 5, p)) EXPECT_EQ(x, 0.0);
+  }
+  // A visible row's probabilities sum to one: O of a V that is all ones... checked via LSE finiteness here.
+  EXPECT_FALSE(std::isinf(ForwardRow(in, 0, 0, 0, Precision::kFloat64).lse));
+}
+
+TEST(AttentionReference, PlainBf16ErrorIsNonZeroButSmall) {
+  ProblemSpec s = *ParseProblem(DflashProblem(4, 200), Direction::kBackward);
+  s.heads_q = 4;
+  s.heads_kv = 1;
+  HostInputs in = RandomInputs(s, 11);
+  double worst = 0;
+  for (int q = 0; q < 48; ++q) {
+    RowForward e = ForwardRow(in, 0, 2, q, Precision::kFloat64), p = ForwardRow(in, 0, 2, q, Precision::kPlainBf16);
+    for (std::size_t i = 0; i < e.o.size(); ++i) worst = std::max(worst, std::abs(e.o[i] - p.o[i]));
+  }
+  EXPECT_GT(worst, 1e-5);  // the yardstick is a real bf16 computation
+  EXPECT_LT(worst, 5e-2);
+}
+
+}  // namespace
+}  // namespace dflash::attention

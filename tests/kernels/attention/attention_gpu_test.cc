@@ -1,0 +1,147 @@
+// GPU tests of the attention families through the tuner interface: for every mask kind, forward and backward
+// variants compiled with NVRTC for the device's arch, loaded, launched by the family's workload on fresh random
+// inputs with poisoned outputs, and checked against the float64 CPU reference. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/attention_family.h"
+#include "tuner/arch_limits.h"
+#include "tuner/gpu_runtime.h"
+#include "tuner/nvrtc_compiler.h"
+#include "tuner/thread_pool.h"
+
+namespace dflash::attention {
+namespace {
+
+struct Loaded {
+  gpu::Module module;
+  tuner::LoadedVariant variant;
+};
+
+tuner::Problem Problem(const char* mask, int heads_q, int heads_kv, int head_dim, int seq_q, int seq_kv) {
+  tuner::Problem p = {{"mask", mask}, {"batch", 2}, {"heads_q", heads_q}, {"heads_kv", heads_kv},
+                      {"head_dim", head_dim}, {"seq_q", seq_q}, {"seq_kv", seq_kv}};
+  if (std::string(mask).rfind("dflash", 0) == 0) {
+    p["ctx_len"] = seq_kv - seq_q;
+    p["block_size"] = 16;
+    if (std::string(mask) == "dflash_sliding") p["window"] = 100;
+  }
+  if (std::string(mask) == "doc_causal") p["num_docs"] = 5;
+  return p;
+}
+
+class AttentionGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (gpu::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device: the attention GPU tests need one";
+  }
+};
+
+struct Case {
+  const tuner::KernelFamily* family;
+  tuner::Problem problem;
+  tuner::Config config;
+};
+
+// Compiles every case's variant in parallel (NVRTC is the slow part), then for each case: a workload on fresh
+// inputs, a check of the poisoned outputs (must fail: the check can fail), then two launches each followed by a
+// passing check.
+void RunCases(const std::vector<Case>& cases, std::uint64_t seed) {
+  Result<gpu::Context> ctx = gpu::Context::Primary(0);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  Result<gpu::Stream> stream = gpu::Stream::Create();
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  const std::string arch = ctx->info().arch();
+  std::vector<std::future<Result<tuner::CompiledVariant>>> compiled;
+  {
+    tuner::ThreadPool pool;
+    for (const Case& c : cases) {
+      const tuner::Problem bucket = *c.family->Bucket(c.problem);
+      EXPECT_EQ(c.family->InvalidReason(c.config, bucket), "") << bucket.dump();
+      const tuner::CompileSpec spec = c.family->MakeCompileSpec(c.config, bucket);
+      compiled.push_back(pool.Submit([&c, spec, arch]() {
+        return tuner::CompileVariant(c.family->sources(), spec, arch, std::string(c.family->name()));
+      }));
+    }
+  }
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    SCOPED_TRACE(std::string(c.family->name()) + " " + c.problem.dump() + " " + tuner::ConfigLabel(c.config));
+    Result<tuner::CompiledVariant> cv = compiled[i].get();
+    ASSERT_TRUE(cv.ok()) << cv.status().ToString();
+    const tuner::CompileSpec spec = c.family->MakeCompileSpec(c.config, *c.family->Bucket(c.problem));
+    Loaded l;
+    Result<gpu::Module> m = gpu::Module::Load(cv->cubin, "attention test");
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    l.module = std::move(*m);
+    l.variant.module = &l.module;
+    l.variant.config = c.config;
+    l.variant.label = std::string(c.family->name()) + "[" + tuner::ConfigLabel(c.config) + "]";
+    for (const std::string& e : spec.name_expressions) {
+      Result<CUfunction> f = l.module.Function(cv->lowered_names.at(e));
+      ASSERT_TRUE(f.ok()) << f.status().ToString();
+      l.variant.functions[e] = *f;
+    }
+    Result<std::unique_ptr<tuner::Workload>> w = c.family->MakeWorkload(*ctx, c.problem, seed + i);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    ASSERT_TRUE((*w)->PoisonOutputs(stream->get()).ok());
+    EXPECT_EQ((*w)->Check(stream->get()).code(), ErrorCode::kMismatch);
+    for (int rep = 0; rep < 2; ++rep) {
+      ASSERT_TRUE((*w)->PoisonOutputs(stream->get()).ok());
+      const Status launched = (*w)->Launch(l.variant, stream->get());
+      ASSERT_TRUE(launched.ok()) << launched.ToString();
+      const Status checked = (*w)->Check(stream->get());
+      EXPECT_TRUE(checked.ok()) << checked.ToString();
+    }
+    EXPECT_GT((*w)->Flops(), 0.0);
+  }
+}
+
+const tuner::Config kFwd = {{"block_m", 64}, {"block_n", 64}, {"warps", 4}, {"stages", 2}};
+const tuner::Config kFwd8 = {{"block_m", 128}, {"block_n", 64}, {"warps", 8}, {"stages", 1}};
+const tuner::Config kBwdAtomic = {{"block_m", 64}, {"block_n", 64}, {"stages", 1}, {"dq_mode", 0}};
+const tuner::Config kBwdSeparate = {{"block_m", 32}, {"block_n", 64}, {"stages", 2}, {"dq_mode", 1}};
+
+TEST_F(AttentionGpu, ForwardMatchesFloat64ForEveryMaskKind) {
+  const tuner::KernelFamily* f = &ForwardFamily();
+  std::vector<Case> cases;
+  for (const char* mask : {"none", "causal", "doc_causal"}) {
+    cases.push_back({f, Problem(mask, 8, 2, 128, 333, 333), kFwd});
+    cases.push_back({f, Problem(mask, 6, 1, 64, 200, 200), kFwd8});
+  }
+  cases.push_back({f, Problem("causal", 12, 2, 128, 100, 357), kFwd});  // q < kv
+  cases.push_back({f, Problem("causal", 4, 4, 128, 357, 100), kFwd});   // rows that see nothing
+  for (const char* mask : {"dflash_full", "dflash_sliding"}) {
+    cases.push_back({f, Problem(mask, 8, 2, 128, 21 * 16, 500 + 21 * 16), kFwd});
+    cases.push_back({f, Problem(mask, 6, 1, 64, 13 * 16, 300 + 13 * 16), kFwd8});
+  }
+  cases.push_back({f, Problem("causal", 24, 4, 256, 517, 517), {{"block_m", 64}, {"block_n", 32}, {"warps", 4}, {"stages", 2}}});
+  RunCases(cases, 100);
+}
+
+TEST_F(AttentionGpu, BackwardMatchesFloat64ForEveryMaskKindAndDqMode) {
+  const tuner::KernelFamily* f = &BackwardFamily();
+  std::vector<Case> cases;
+  for (const tuner::Config& cfg : {kBwdAtomic, kBwdSeparate}) {
+    for (const char* mask : {"none", "causal", "doc_causal", "dflash_full", "dflash_sliding"}) {
+      const bool dflash = std::string(mask).rfind("dflash", 0) == 0;
+      cases.push_back({f, Problem(mask, 8, 2, 128, dflash ? 21 * 16 : 300, dflash ? 500 + 21 * 16 : 300), cfg});
+      cases.push_back({f, Problem(mask, 6, 1, 64, dflash ? 9 * 16 : 150, dflash ? 200 + 9 * 16 : 150), cfg});
+    }
+  }
+  RunCases(cases, 200);
+}
+
+TEST_F(AttentionGpu, DrafterShapeWith512AnchorsPassesTheSampledCheck) {
+  tuner::Problem p = Problem("dflash_full", 32, 8, 128, 512 * 16, 8192 + 512 * 16);
+  p["batch"] = 1;
+  RunCases({{&ForwardFamily(), p, kFwd}, {&BackwardFamily(), p, kBwdSeparate}}, 7);
+}
+
+}  // namespace
+}  // namespace dflash::attention

@@ -1,0 +1,245 @@
+// CPU tests of kernels/attention/attention_mask.cuh: the per-element visibility and the tile classification the
+// kernels use, against dense masks built here straight from the spec text (dflash-training.md section 4).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/attention_mask.cuh"
+
+namespace {
+
+using dflash_attn::MaskParams;
+
+struct MaskCase {
+  int kind = dflash_attn::kMaskNone;
+  int batch = 1, seq_q = 0, seq_kv = 0;
+  std::vector<int> cu;                  // doc-causal
+  std::vector<int> anchors;             // DFlash [batch][num_blocks]
+  std::vector<unsigned char> valid;     // DFlash [batch][num_blocks]
+  int block_size = 16, ctx = 0, window = 2048;
+  int num_blocks() const { return kind >= dflash_attn::kMaskDflashFull ? seq_q / block_size : 0; }
+  MaskParams Params() const {
+    MaskParams m{};
+    m.kind = kind;
+    m.seq_q = seq_q;
+    m.seq_kv = seq_kv;
+    m.cu_seqlens = cu.empty() ? nullptr : cu.data();
+    m.num_docs = cu.empty() ? 0 : static_cast<int>(cu.size()) - 1;
+    m.anchors = anchors.empty() ? nullptr : anchors.data();
+    m.block_valid = valid.empty() ? nullptr : valid.data();
+    m.num_blocks = num_blocks();
+    m.block_size = block_size;
+    m.ctx_len = ctx;
+    m.window = window;
+    return m;
+  }
+};
+
+// The dense mask of batch b, [seq_q][seq_kv], written from the definitions (not from the header under test).
+std::vector<std::uint8_t> Dense(const MaskCase& c, int b) {
+  std::vector<std::uint8_t> m(static_cast<std::size_t>(c.seq_q) * c.seq_kv, 0);
+  auto set = [&](int q, int kv) {
+    if (q >= 0 && q < c.seq_q && kv >= 0 && kv < c.seq_kv) m[static_cast<std::size_t>(q) * c.seq_kv + kv] = 1;
+  };
+  switch (c.kind) {
+    case dflash_attn::kMaskNone:
+      std::fill(m.begin(), m.end(), 1);
+      break;
+    case dflash_attn::kMaskCausal:
+      for (int q = 0; q < c.seq_q; ++q)
+        for (int kv = 0; kv < c.seq_kv; ++kv)
+          if (kv <= q + (c.seq_kv - c.seq_q)) set(q, kv);
+      break;
+    case dflash_attn::kMaskDocCausal:
+      for (std::size_t d = 0; d + 1 < c.cu.size(); ++d)
+        for (int q = c.cu[d]; q < c.cu[d + 1]; ++q)
+          for (int kv = c.cu[d]; kv <= q; ++kv) set(q, kv);
+      break;
+    default: {  // DFlash: query row r of block j = r / 16 sees context kv < a_j and its own block
+      const bool sliding = c.kind == dflash_attn::kMaskDflashSliding;
+      for (int j = 0; j < c.num_blocks(); ++j) {
+        if (!c.valid[b * c.num_blocks() + j]) continue;  // invalid blocks see nothing
+        const int a = c.anchors[b * c.num_blocks() + j];
+        for (int r = j * c.block_size; r < (j + 1) * c.block_size; ++r) {
+          const int off = r % c.block_size;
+          for (int kv = 0; kv < c.ctx; ++kv) {
+            bool vis = kv < a;
+            if (sliding) vis = vis && kv >= a + off - (c.window - 1);
+            if (vis) set(r, kv);
+          }
+          for (int k = 0; k < c.block_size; ++k)
+            if (!sliding || k <= off) set(r, c.ctx + j * c.block_size + k);
+        }
+      }
+    }
+  }
+  return m;
+}
+
+MaskCase RandomDflash(std::mt19937& rng, int kind, int batch, int blocks, int ctx, int window, bool with_invalid) {
+  MaskCase c;
+  c.kind = kind;
+  c.batch = batch;
+  c.seq_q = blocks * 16;
+  c.ctx = ctx;
+  c.seq_kv = ctx + blocks * 16;
+  c.window = window;
+  for (int b = 0; b < batch; ++b) {
+    const int invalid = with_invalid ? std::uniform_int_distribution<int>(0, blocks / 2)(rng) : 0;
+    std::vector<int> a;
+    for (int j = 0; j < blocks - invalid; ++j) a.push_back(std::uniform_int_distribution<int>(0, ctx)(rng));
+    std::sort(a.begin(), a.end());
+    for (int j = 0; j < blocks; ++j) {
+      c.anchors.push_back(j < blocks - invalid ? a[j] : 0);
+      c.valid.push_back(j < blocks - invalid ? 1 : 0);
+    }
+  }
+  return c;
+}
+
+std::vector<MaskCase> AllCases() {
+  std::mt19937 rng(20261129);
+  std::vector<MaskCase> cs;
+  for (auto [q, kv] : std::vector<std::pair<int, int>>{{1, 1}, {77, 77}, {130, 61}, {61, 250}, {200, 200}}) {
+    MaskCase n;
+    n.seq_q = q;
+    n.seq_kv = kv;
+    cs.push_back(n);
+    MaskCase c = n;
+    c.kind = dflash_attn::kMaskCausal;
+    cs.push_back(c);
+  }
+  for (auto cu : std::vector<std::vector<int>>{{0, 50, 50, 120, 190}, {5, 17, 90, 160}, {0, 1, 2, 3}, {0, 200}}) {
+    MaskCase d;
+    d.kind = dflash_attn::kMaskDocCausal;
+    d.seq_q = d.seq_kv = 200;
+    d.cu = cu;
+    cs.push_back(d);
+  }
+  for (int kind : {dflash_attn::kMaskDflashFull, dflash_attn::kMaskDflashSliding}) {
+    cs.push_back(RandomDflash(rng, kind, 2, 9, 300, 40, true));
+    cs.push_back(RandomDflash(rng, kind, 1, 12, 500, 2048, false));
+    cs.push_back(RandomDflash(rng, kind, 2, 7, 150, 17, true));
+    cs.push_back(RandomDflash(rng, kind, 1, 5, 64, 1, false));
+  }
+  // Edge anchors: 0 (sees no context) and ctx (sees all of it).
+  MaskCase e = RandomDflash(rng, dflash_attn::kMaskDflashSliding, 1, 4, 100, 30, false);
+  e.anchors = {0, 0, 99, 100};
+  cs.push_back(e);
+  e.kind = dflash_attn::kMaskDflashFull;
+  cs.push_back(e);
+  return cs;
+}
+
+std::string Describe(const MaskCase& c) {
+  return "kind=" + std::to_string(c.kind) + " q=" + std::to_string(c.seq_q) + " kv=" + std::to_string(c.seq_kv) +
+         " ctx=" + std::to_string(c.ctx) + " window=" + std::to_string(c.window);
+}
+
+TEST(AttentionMask, IsVisibleMatchesDenseMaskFromSpecForEveryKind) {
+  for (const MaskCase& c : AllCases()) {
+    const MaskParams m = c.Params();
+    for (int b = 0; b < c.batch; ++b) {
+      const auto dense = Dense(c, b);
+      for (int q = 0; q < c.seq_q; ++q)
+        for (int kv = 0; kv < c.seq_kv; ++kv)
+          ASSERT_EQ(dflash_attn::IsVisible(m, b, q, kv), dense[static_cast<std::size_t>(q) * c.seq_kv + kv] != 0)
+              << Describe(c) << " b=" << b << " q=" << q << " kv=" << kv;
+    }
+  }
+}
+
+TEST(AttentionMask, RowSpanCountsEqualDenseRowSums) {
+  for (const MaskCase& c : AllCases()) {
+    const MaskParams m = c.Params();
+    for (int b = 0; b < c.batch; ++b) {
+      const auto dense = Dense(c, b);
+      for (int q = 0; q < c.seq_q; ++q) {
+        int sum = 0;
+        for (int kv = 0; kv < c.seq_kv; ++kv) sum += dense[static_cast<std::size_t>(q) * c.seq_kv + kv];
+        ASSERT_EQ(dflash_attn::SpanCount(dflash_attn::RowVisibleSpan(m, b, q)), sum) << Describe(c) << " q=" << q;
+      }
+    }
+  }
+}
+
+TEST(AttentionMask, TileClassIsExactlyEmptyPartialOrFullForAllTileShapes) {
+  for (const MaskCase& c : AllCases()) {
+    const MaskParams m = c.Params();
+    for (int b = 0; b < c.batch; ++b) {
+      const auto dense = Dense(c, b);
+      for (int bm : {16, 32, 64, 128})
+        for (int bn : {16, 32, 64, 128})
+          for (int q0 = 0; q0 < c.seq_q; q0 += bm)
+            for (int k0 = 0; k0 < c.seq_kv; k0 += bn) {
+              bool any = false, all = k0 + bn <= c.seq_kv;
+              for (int q = q0; q < std::min(q0 + bm, c.seq_q); ++q)
+                for (int kv = k0; kv < std::min(k0 + bn, c.seq_kv); ++kv) {
+                  bool v = dense[static_cast<std::size_t>(q) * c.seq_kv + kv] != 0;
+                  any |= v;
+                  all &= v;
+                }
+              const int want = !any ? dflash_attn::kTileEmpty : all ? dflash_attn::kTileFull : dflash_attn::kTilePartial;
+              ASSERT_EQ(dflash_attn::ClassifyTile(m, b, q0, q0 + bm, k0, k0 + bn), want)
+                  << Describe(c) << " b=" << b << " bm=" << bm << " bn=" << bn << " q0=" << q0 << " k0=" << k0;
+            }
+    }
+  }
+}
+
+TEST(AttentionMask, AnchorPositionItselfIsNotVisibleButItsBlockIs) {
+  MaskCase c;
+  c.kind = dflash_attn::kMaskDflashFull;
+  c.seq_q = 32;
+  c.ctx = 100;
+  c.seq_kv = 132;
+  c.anchors = {40, 70};
+  c.valid = {1, 1};
+  const MaskParams m = c.Params();
+  EXPECT_TRUE(dflash_attn::IsVisible(m, 0, 0, 39));
+  EXPECT_FALSE(dflash_attn::IsVisible(m, 0, 0, 40));   // strictly below the anchor
+  EXPECT_TRUE(dflash_attn::IsVisible(m, 0, 0, 115));   // own block, bidirectional (row 0 sees block slot 15)
+  EXPECT_FALSE(dflash_attn::IsVisible(m, 0, 0, 116));  // the next block
+  EXPECT_TRUE(dflash_attn::IsVisible(m, 0, 16, 69));
+  EXPECT_FALSE(dflash_attn::IsVisible(m, 0, 16, 115));
+}
+
+TEST(AttentionMask, InvalidBlocksSeeNothingAndAreNeverFullTiles) {
+  MaskCase c;
+  c.kind = dflash_attn::kMaskDflashSliding;
+  c.seq_q = 32;
+  c.ctx = 64;
+  c.seq_kv = 96;
+  c.anchors = {30, 0};
+  c.valid = {1, 0};
+  const MaskParams m = c.Params();
+  for (int q = 16; q < 32; ++q) EXPECT_EQ(dflash_attn::SpanCount(dflash_attn::RowVisibleSpan(m, 0, q)), 0);
+  EXPECT_EQ(dflash_attn::ClassifyTile(m, 0, 16, 32, 0, 96), dflash_attn::kTileEmpty);
+  EXPECT_EQ(dflash_attn::ClassifyTile(m, 0, 0, 32, 0, 16), dflash_attn::kTilePartial);
+}
+
+TEST(AttentionMask, SlidingWindowLowerBoundGrowsWithSlotOffset) {
+  MaskCase c;
+  c.kind = dflash_attn::kMaskDflashSliding;
+  c.seq_q = 16;
+  c.ctx = 5000;
+  c.seq_kv = 5016;
+  c.window = 2048;
+  c.anchors = {4000};
+  c.valid = {1};
+  const MaskParams m = c.Params();
+  // slot 0: kv >= 4000 - 2047; slot 5: kv >= 4000 + 5 - 2047.
+  EXPECT_TRUE(dflash_attn::IsVisible(m, 0, 0, 1953));
+  EXPECT_FALSE(dflash_attn::IsVisible(m, 0, 0, 1952));
+  EXPECT_TRUE(dflash_attn::IsVisible(m, 0, 5, 1958));
+  EXPECT_FALSE(dflash_attn::IsVisible(m, 0, 5, 1957));
+  // inside the block: causal
+  EXPECT_TRUE(dflash_attn::IsVisible(m, 0, 5, 5005));
+  EXPECT_FALSE(dflash_attn::IsVisible(m, 0, 5, 5006));
+}
+
+}  // namespace
