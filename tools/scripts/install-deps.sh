@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what dflash-tune needs to build and test (Debian/Ubuntu packages), only what is missing.
+# Idempotent: a machine that has everything returns at once. The CUDA toolkit (NVRTC, driver API headers) is
+# expected in /usr/local/cuda (CUDA_HOME overrides); it is not an apt package here.
+set -euo pipefail
+
+packages=(cmake g++ ninja-build ccache libsqlite3-dev nlohmann-json3-dev libboost-dev libssl-dev libgtest-dev
+          libcli11-dev)
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]})); then
+  sudo=""
+  if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+  echo "install-deps: installing ${missing[*]}" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+cuda_home="${CUDA_HOME:-/usr/local/cuda}"
+if [ ! -f "$cuda_home/include/nvrtc.h" ] || [ ! -f "$cuda_home/include/cuda.h" ]; then
+  echo "install-deps: the CUDA toolkit (nvrtc.h, cuda.h) was not found in $cuda_home; install CUDA 12.x/13.x" \
+       "there or set CUDA_HOME" >&2
+  exit 1
+fi

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The README's main job: installs what is missing, builds, then runs dflash-tune on the embedded default problem
+# set (Qwen3.6-27B target + its DFlash drafter): warmup (on a GPU: tune for it; without one: compile and prune
+# every variant for sm_120), then verify-cache and stats. Cache: $DFLASH_CACHE_DIR or ~/.cache/dflash-tune.
+# A second run is a pure cache hit.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+tools/scripts/install-deps.sh
+tools/scripts/build.sh >/dev/null
+bin=build/tools/dflash_tune/dflash-tune
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  "$bin" warmup "$@"
+else
+  echo "== no GPU here: compile-only warmup for sm_120 (timing needs an sm_120 GPU)"
+  "$bin" warmup --arch sm_120 "$@"
+fi
+echo "== verify-cache"
+"$bin" verify-cache
+echo "== stats"
+"$bin" stats
