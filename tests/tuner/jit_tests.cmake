@@ -16,5 +16,5 @@ target_compile_definitions(test_jit PRIVATE DFLASH_JIT_TESTDATA_DIR="${CMAKE_CUR
 dflash_add_test(test_jit_gpu
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/jit_gpu_load_test.cc
   LIBS dflash_tuner
-  LABELS jit gpu)
+  LABELS gpu)
 target_compile_definitions(test_jit_gpu PRIVATE DFLASH_JIT_TESTDATA_DIR="${CMAKE_CURRENT_LIST_DIR}/testdata")

@@ -12,4 +12,4 @@ dflash_add_test(test_runtime_gpu
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/runtime_gpu_test.cc
   LIBS dflash_tuner
-  LABELS runtime gpu)
+  LABELS gpu)
