@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 tools/scripts/install-deps.sh
 tools/scripts/build.sh >/dev/null
-bin=build/tools/dflash_tune/dflash-tune
+bin="${DFLASH_BUILD_DIR:-build}/tools/dflash_tune/dflash-tune"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   "$bin" warmup "$@"
 else
