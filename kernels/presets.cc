@@ -48,7 +48,7 @@ const nlohmann::json& TextConfig(const nlohmann::json& c) {
 
 Result<std::int64_t> Field(const nlohmann::json& c, const char* name) {
   if (!c.contains(name) || !c.at(name).is_number_integer()) {
-    return InvalidArgument(std::string("target config has no integer field '") + name + "'");
+    return InvalidArgument(std::string("model config has no integer field '") + name + "'");
   }
   return c.at(name).get<std::int64_t>();
 }
