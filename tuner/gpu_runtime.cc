@@ -115,6 +115,12 @@ Status LoadDriver(DriverApi* api) {
   DFLASH_RESOLVE(MemcpyDtoDAsync, cuMemcpyDtoDAsync);
   DFLASH_RESOLVE(StreamQuery, cuStreamQuery);
   DFLASH_RESOLVE(EventQuery, cuEventQuery);
+  DFLASH_RESOLVE(StreamBeginCapture, cuStreamBeginCapture);
+  DFLASH_RESOLVE(StreamEndCapture, cuStreamEndCapture);
+  DFLASH_RESOLVE(GraphInstantiate, cuGraphInstantiate);
+  DFLASH_RESOLVE(GraphLaunch, cuGraphLaunch);
+  DFLASH_RESOLVE(GraphExecDestroy, cuGraphExecDestroy);
+  DFLASH_RESOLVE(GraphDestroy, cuGraphDestroy);
 #undef DFLASH_RESOLVE
   if (!missing.empty()) {
     return Unsupported("CUDA driver too old for this build (CUDA " + std::to_string(CUDA_VERSION / 1000) +
@@ -444,6 +450,61 @@ Result<CUfunction> Module::Function(const std::string& lowered_name) const {
       CheckCu(Api().ModuleGetFunction(&f, m_, lowered_name.c_str()), "cuModuleGetFunction(" + lowered_name + ")",
               label_));
   return f;
+}
+
+// ---- GraphExec ----
+
+Result<GraphExec> GraphExec::Capture(CUstream stream, const std::function<Status(CUstream)>& enqueue,
+                                     std::string_view label) {
+  DFLASH_ASSIGN_OR_RETURN(const DriverApi* api, Driver());
+  const std::string who = label.empty() ? std::string("CUDA graph") : std::string(label);
+  if (stream == nullptr) return InvalidArgument("cannot capture " + who + " on the legacy default stream");
+  if (!enqueue) return InvalidArgument("nothing to capture for " + who);
+  DFLASH_RETURN_IF_ERROR(
+      CheckCu(api->StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture", who));
+  const Status enqueued = enqueue(stream);
+  CUgraph graph = nullptr;
+  const Status ended = CheckCu(api->StreamEndCapture(stream, &graph), "cuStreamEndCapture", who);
+  // The captured graph is only needed until it is instantiated; destroyed on every path.
+  struct GraphGuard {
+    const DriverApi* api;
+    CUgraph g;
+    ~GraphGuard() {
+      if (g) (void)api->GraphDestroy(g);
+    }
+  } guard{api, graph};
+  if (!enqueued.ok()) {
+    std::string msg = "capturing " + who + ": " + enqueued.message();
+    if (!ended.ok()) msg += " (then " + ended.message() + ")";
+    return Status(enqueued.code(), std::move(msg));
+  }
+  DFLASH_RETURN_IF_ERROR(ended);
+  if (graph == nullptr) return Internal("cuStreamEndCapture returned no graph for " + who);
+  GraphExec e;
+  e.label_ = who;
+  DFLASH_RETURN_IF_ERROR(CheckCu(api->GraphInstantiate(&e.g_, graph, 0), "cuGraphInstantiate", who));
+  return e;
+}
+
+GraphExec::GraphExec(GraphExec&& o) noexcept : g_(std::exchange(o.g_, nullptr)), label_(std::move(o.label_)) {}
+
+GraphExec& GraphExec::operator=(GraphExec&& o) noexcept {
+  if (this != &o) {
+    if (g_) (void)Api().GraphExecDestroy(g_);
+    g_ = std::exchange(o.g_, nullptr);
+    label_ = std::move(o.label_);
+  }
+  return *this;
+}
+
+// Destroying an executable graph whose replays are still pending is allowed: the driver waits for them.
+GraphExec::~GraphExec() {
+  if (g_) (void)Api().GraphExecDestroy(g_);
+}
+
+Status GraphExec::Launch(CUstream stream) const {
+  if (!g_) return InvalidArgument("Launch of an empty GraphExec");
+  return CheckCu(Api().GraphLaunch(g_, stream), "cuGraphLaunch", label_);
 }
 
 // ---- Launch ----

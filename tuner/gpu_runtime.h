@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -68,6 +69,13 @@ struct DriverApi {
   decltype(&::cuMemcpyDtoDAsync) MemcpyDtoDAsync;
   decltype(&::cuStreamQuery) StreamQuery;
   decltype(&::cuEventQuery) EventQuery;
+  // Added by the benchmarks: CUDA graphs made by stream capture (multi-kernel launches timed without host gaps).
+  decltype(&::cuStreamBeginCapture) StreamBeginCapture;
+  decltype(&::cuStreamEndCapture) StreamEndCapture;
+  decltype(&::cuGraphInstantiate) GraphInstantiate;
+  decltype(&::cuGraphLaunch) GraphLaunch;
+  decltype(&::cuGraphExecDestroy) GraphExecDestroy;
+  decltype(&::cuGraphDestroy) GraphDestroy;
 };
 
 // Loads libcuda.so.1 and calls cuInit once. Unsupported("no CUDA driver: ...") when it is absent.
@@ -195,6 +203,32 @@ class Module {
 
  private:
   CUmodule m_ = nullptr;
+  std::string label_;
+};
+
+// An executable CUDA graph recorded by capturing the work one callback enqueues on a stream; replaying it runs
+// that work again on the same buffers with one launch and no host gaps between its kernels.
+class GraphExec {
+ public:
+  // Captures what `enqueue` puts on `stream` and instantiates it. The capture is thread-local: a call on this
+  // thread that cannot be captured (a synchronous copy, cuMemAlloc, a synchronize) fails instead of running, so
+  // one-time setup (workspace allocation, plan upload) must have happened before. The capture is always ended,
+  // also when `enqueue` fails; captured work never runs during Capture. `stream` must be a created stream (the
+  // legacy default stream cannot be captured); `label` names the graph in errors.
+  static Result<GraphExec> Capture(CUstream stream, const std::function<Status(CUstream)>& enqueue,
+                                   std::string_view label = {});
+  GraphExec() = default;
+  GraphExec(GraphExec&&) noexcept;
+  GraphExec& operator=(GraphExec&&) noexcept;
+  GraphExec(const GraphExec&) = delete;
+  GraphExec& operator=(const GraphExec&) = delete;
+  ~GraphExec();
+  CUgraphExec get() const { return g_; }
+  // Enqueues one replay of the whole graph on `stream`.
+  Status Launch(CUstream stream) const;
+
+ private:
+  CUgraphExec g_ = nullptr;
   std::string label_;
 };
 

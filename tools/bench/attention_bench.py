@@ -1,157 +1,455 @@
 #!/usr/bin/env python3
-"""Side-by-side attention benchmark on the device machine (issue 4): this family's kernels vs
-torch.compile(flex_attention) with the equivalent BlockMask (DFlash full and sliding layers) and SDPA's flash backend
-(dense causal), in one run on one GPU.
+"""Side-by-side attention benchmark on the GPU machine (issue 4), one run, one GPU: this family's TUNED WINNER (read
+from the kernel cache by kernel_bench) vs torch.compile(flex_attention) with the equivalent BlockMask
+(create_block_mask) for the DFlash layers, and vs SDPA's flash backend for dense causal.
 
-Shapes: DFlash full / sliding layers with 512 anchors (Q 8192, KV 16384) and 128 anchors (Q 2048, KV 10240), context
-8192, 32/8 heads, head dim 128; dense causal B=1, H=32, S=8192, D=128. Reported: median ms of 10 timed runs after
-3 warm-ups (CUDA events), TFLOP/s from useful FLOPs only (4 * attended pairs * D * Hq forward, 2.5x backward),
-peak extra device memory of forward + backward (torch allocator peak over the inputs; for our kernels that is
-LSE + delta + the dQ accumulator, allocated by this script), flex's first-call time.
-"Ours" is the fastest of a fixed candidate list per shape (a stand-in for the tuned winner until the tuner serves
-it). Kernels are compiled and launched through tools/device/attention_check.py's helpers.
+Steps: (1) `dflash-tune warmup --problem attention_fwd=... --problem attention_bwd=...` for every shape into
+--cache-dir (a no-op for keys already cached); (2) `kernel_bench` per shape and direction (our winner, timed with
+tuner::Measure: warm-up, CUDA events, L2 flushed before each launch, median); (3) flex / SDPA in this process with
+the same protocol (warm-up, L2 flush, CUDA events, median of --reps).
 
-Usage: python3 tools/bench/attention_bench.py [--out DIR] [--quick]
+Shapes (../shared/spec/anchors.md): DFlash full and sliding (window 2048) layers with 512 anchors (Q 8192, KV 16384)
+and 128 anchors (Q 2048, KV 10240), context 8192, 32/8 heads, head dim 128, block 16; dense causal B 1, H 32, S 8192,
+D 128. The DFlash anchors are the ones our workload drew (kernel_bench --instance-out, same --seed), so flex runs
+exactly the same mask and every system's FLOPs count the same attended pairs: 4 * pairs * D * Hq forward, 2.5x that
+backward (dense causal: S(S+1)/2 pairs).
+Peak memory: extra device memory of forward + backward beyond the inputs (q, k, v, dO). Flex / SDPA: torch
+allocator peak minus the inputs. Ours: cuMemGetInfo difference across the backward workload's creation and first
+run (o, lse, dq, dk, dv, workspace; cuMemGetInfo counts whole pages, so ~2 MiB granularity) minus the inputs.
+
+Usage (GPU machine, from the repository root; see tools/bench/README.md):
+  python3 tools/bench/attention_bench.py --build-dir build-gpu --cache-dir /tmp/dflash-bench-cache [--quick]
+Dry run (no torch, no GPU: prints the commands, checks the shapes, the instance facts and the pair counts):
+  python3 tools/bench/attention_bench.py --build-dir build-bench --dry-run
 """
 import argparse
+import json
 import os
-import random
+import subprocess
 import sys
 import time
 
-import torch
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "device"))
-import attention_check as ac  # noqa: E402
-
-FWD = [(64, 64, 4, 2), (128, 64, 8, 2), (128, 32, 4, 2), (128, 64, 4, 2)]
-BWD = [(64, 64, 1, 0), (64, 64, 2, 0), (64, 64, 1, 1), (32, 64, 2, 0)]
+GiB = float(2 ** 30)
 
 
-def best(fn_for_cfg, cfgs):
-    times = [(ac.time_ms(fn_for_cfg(c)), c) for c in cfgs]
-    return min(times)
+def dflash_problem(mask, anchors, ctx=8192, hq=32, hkv=8, d=128, bs=16, window=2048):
+    p = {"mask": mask, "batch": 1, "heads_q": hq, "heads_kv": hkv, "head_dim": d, "seq_q": anchors * bs,
+         "seq_kv": ctx + anchors * bs, "block_size": bs, "ctx_len": ctx, "dtype": "bf16"}
+    if mask == "dflash_sliding":
+        p["window"] = window
+    return p
 
 
-def flex_fns(c, t):
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-    anchors = torch.tensor(c.anchors[0], device="cuda", dtype=torch.int64)
-    ctx, bs, win = c.ctx, c.bs, c.window
-    sliding = c.mask == "dflash_sliding"
+SHAPES = [
+    ("dflash_full 512", dflash_problem("dflash_full", 512)),
+    ("dflash_sliding 512", dflash_problem("dflash_sliding", 512)),
+    ("dflash_full 128", dflash_problem("dflash_full", 128)),
+    ("dflash_sliding 128", dflash_problem("dflash_sliding", 128)),
+    ("causal 8192", {"mask": "causal", "batch": 1, "heads_q": 32, "heads_kv": 32, "head_dim": 128, "seq_q": 8192,
+                     "seq_kv": 8192, "dtype": "bf16"}),
+]
+QUICK = ("dflash_full 512", "causal 8192")
+
+
+def pjson(p):
+    return json.dumps(p, separators=(",", ":"), sort_keys=True)
+
+
+def log_line(log, text):
+    print(text, flush=True)
+    if log:
+        log.write(text + "\n")
+        log.flush()
+
+
+def run_cmd(cmd, log, stream=False):
+    """Runs cmd; returns (CompletedProcess-like with returncode/stdout/stderr, seconds). stream=True echoes its
+    output line by line as it comes (long warmups show progress) and returns it as stdout."""
+    log_line(log, "$ " + " ".join(cmd))
+    t0 = time.time()
+    if not stream:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if log:
+            log.write(r.stdout + r.stderr)
+        return r, time.time() - t0
+    lines = []
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        for line in proc.stdout:
+            lines.append(line)
+            log_line(log, line.rstrip("\n"))
+    return subprocess.CompletedProcess(cmd, proc.returncode, "".join(lines), ""), time.time() - t0
+
+
+# ---------------------------------------------------------------------------------------------------- our side
+
+def warmup_cmd(args, shapes):
+    cmd = [args.dflash_tune, "--cache-dir", args.cache_dir, "warmup"]
+    for _, p in shapes:
+        cmd += ["--problem", "attention_fwd=" + pjson(p), "--problem", "attention_bwd=" + pjson(p)]
+    if args.budget:
+        cmd += ["--budget", args.budget]
+    return cmd
+
+
+def kernel_bench_cmd(args, family, problem, extra=()):
+    return [args.kernel_bench, "--family", family, "--problem", pjson(problem), "--cache-dir", args.cache_dir,
+            "--seed", str(args.seed), "--warmup", str(args.warmup), "--reps", str(args.reps)] + list(extra)
+
+
+def run_kernel_bench(args, family, problem, log, extra=()):
+    """The JSON line of kernel_bench, or {"error": message}."""
+    r, _ = run_cmd(kernel_bench_cmd(args, family, problem, extra), log)
+    if r.returncode != 0:
+        return {"error": (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]}
+    try:
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError) as e:
+        return {"error": "unreadable kernel_bench output: %s" % e}
+
+
+def instance_facts(args, name, problem, log):
+    """Anchors / validity / attended pairs of the workload our kernel_bench builds with --seed."""
+    path = os.path.join(args.work_dir, name.replace(" ", "_") + ".instance.json")
+    cmd = [args.kernel_bench, "--family", "attention_fwd", "--problem", pjson(problem), "--seed", str(args.seed),
+           "--instance-only", "--instance-out", path]
+    r, _ = run_cmd(cmd, log)
+    if r.returncode != 0:
+        raise RuntimeError("kernel_bench --instance-only failed for %s: %s" % (name, r.stderr.strip()))
+    with open(path) as f:
+        return json.load(f)
+
+
+def row_count(problem, facts, b, q):
+    """Attended kv positions of query row q (batch b), straight from the spec's mask text."""
+    if problem["mask"] == "causal":
+        return q + 1
+    bs, win = problem["block_size"], problem.get("window", 2048)
+    j, o = q // bs, q % bs
+    if not facts["valid"][b][j]:
+        return 0
+    a = facts["anchors"][b][j]
+    if problem["mask"] == "dflash_full":
+        return a + bs
+    return min(a, max(win - 1 - o, 0)) + o + 1
+
+
+def pairs_from_anchors(problem, facts):
+    """Attended pairs recounted here from the anchors, to cross-check kernel_bench's instance file."""
+    return sum(row_count(problem, facts, b, q) for b in range(problem["batch"]) for q in range(problem["seq_q"]))
+
+
+def make_mask_mod(p, anchors, valid):
+    """flex_attention's mask_mod for a DFlash problem; anchors / valid index as [b, j] (torch tensors on the GPU,
+    or Grid2 on the CPU for the dry run's check). Only operators that torch tensors and Python ints share."""
+    bs, ctx, win = p["block_size"], p["ctx_len"], p.get("window", 2048)
+    sliding = p["mask"] == "dflash_sliding"
 
     def mask_mod(b, h, q_idx, kv_idx):
         j = q_idx // bs
-        a = anchors[j]
-        ctx_vis = kv_idx < a
+        a = anchors[b, j]
         if sliding:
-            ctx_vis = ctx_vis & (kv_idx >= a + (q_idx - j * bs) - (win - 1))
+            ctx_vis = (kv_idx < a) & (kv_idx >= a + (q_idx - j * bs) - (win - 1))
             blk = (kv_idx >= ctx + j * bs) & (kv_idx <= ctx + q_idx)
         else:
+            ctx_vis = kv_idx < a
             blk = (kv_idx >= ctx + j * bs) & (kv_idx < ctx + j * bs + bs)
-        return ctx_vis | blk
+        return (ctx_vis | blk) & valid[b, j]
+    return mask_mod
 
+
+class Grid2:
+    """[b][j] lists indexed as grid[b, j], like the tensors the mask_mod sees on the GPU."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __getitem__(self, bj):
+        return self.rows[bj[0]][bj[1]]
+
+
+def check_mask_mod(p, facts, stride=61):
+    """Evaluates the flex mask_mod on the CPU for every stride-th query row (and the last) and every kv position,
+    and compares the counts with the spec's row counts; returns the number of rows checked (raises on a
+    difference)."""
+    mm = make_mask_mod(p, Grid2(facts["anchors"]), Grid2([[bool(x) for x in r] for r in facts["valid"]]))
+    rows = 0
+    for b in range(p["batch"]):
+        for q in list(range(0, p["seq_q"], stride)) + [p["seq_q"] - 1]:
+            got = sum(1 for kv in range(p["seq_kv"]) if mm(b, 0, q, kv))
+            want = row_count(p, facts, b, q)
+            if got != want:
+                raise RuntimeError("mask_mod row %d sees %d kv positions, the spec says %d" % (q, got, want))
+            rows += 1
+    return rows
+
+
+def input_bytes(p):
+    return 2 * p["batch"] * (2 * p["seq_q"] * p["heads_q"] + 2 * p["seq_kv"] * p["heads_kv"]) * p["head_dim"]
+
+
+# -------------------------------------------------------------------------------------------------- torch side
+
+class Timer:
+    """Warm-up, then `reps` runs each after an L2 flush, timed with CUDA events around the run only; median ms."""
+
+    def __init__(self, torch, warmup, reps, flush):
+        self.torch, self.warmup, self.reps = torch, warmup, reps
+        self.flush = None
+        if flush:
+            l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 << 20) or (64 << 20)
+            self.flush = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
+
+    def __call__(self, fn):
+        torch = self.torch
+        for _ in range(self.warmup):
+            fn()
+        torch.cuda.synchronize()
+        ts = []
+        for _ in range(self.reps):
+            if self.flush is not None:
+                self.flush.zero_()
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            ts.append(a.elapsed_time(b))
+        ts.sort()
+        n = len(ts)
+        return (ts[(n - 1) // 2] + ts[n // 2]) / 2
+
+
+def torch_inputs(torch, p, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    B, hq, hkv, d = p["batch"], p["heads_q"], p["heads_kv"], p["head_dim"]
+
+    def rnd(h, s):
+        return torch.randn(B, h, s, d, device="cuda", dtype=torch.bfloat16, generator=g)
+
+    q, k, v = rnd(hq, p["seq_q"]), rnd(hkv, p["seq_kv"]), rnd(hkv, p["seq_kv"])
+    do = rnd(hq, p["seq_q"])
+    return [x.requires_grad_() for x in (q, k, v)] + [do]
+
+
+def measure_fwd_bwd(torch, timer, fwd):
+    """fwd() -> output that depends on q, k, v; returns fwd ms, bwd ms, peak extra bytes of one fwd+bwd."""
+    q, k, v, do = fwd.inputs
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    m0 = torch.cuda.memory_allocated()
+    o = fwd()
+    grads = torch.autograd.grad(o, (q, k, v), do)
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - m0
+    del o, grads
+    tf = timer(fwd)
+    o = fwd()
+    tb = timer(lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True))
+    del o
+    return tf, tb, peak
+
+
+def flex_row(torch, timer, name, p, facts, seed):
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    anchors = torch.tensor(facts["anchors"], device="cuda", dtype=torch.int32)
+    valid = torch.tensor(facts["valid"], device="cuda", dtype=torch.bool)
+    mask_mod = make_mask_mod(p, anchors, valid)
+    q, k, v, do = torch_inputs(torch, p, seed)
     t0 = time.time()
-    bm = create_block_mask(mask_mod, 1, None, c.Sq, c.Skv, device="cuda")
-    fa = torch.compile(flex_attention)
-    q = t["q4"].detach().contiguous().requires_grad_()
-    k = t["k4"].detach().contiguous().requires_grad_()
-    v = t["v4"].detach().contiguous().requires_grad_()
-    do = t["do4"].contiguous()
-    o = fa(q, k, v, block_mask=bm, enable_gqa=True)
+    bm = create_block_mask(mask_mod, p["batch"], None, p["seq_q"], p["seq_kv"], device="cuda")
+    torch.cuda.synchronize()
+    mask_s = time.time() - t0
+    fa = torch.compile(flex_attention, dynamic=False)  # one static compile per shape, as a training run has
+
+    def fwd():
+        return fa(q, k, v, block_mask=bm, enable_gqa=True)
+    fwd.inputs = (q, k, v, do)
+    t0 = time.time()
+    o = fwd()
     torch.autograd.grad(o, (q, k, v), do)
     torch.cuda.synchronize()
     first = time.time() - t0
-    return (lambda: fa(q, k, v, block_mask=bm, enable_gqa=True)), (q, k, v, do, fa, bm), first
+    del o
+    tf, tb, peak = measure_fwd_bwd(torch, timer, fwd)
+    return {"system": "flex compiled", "fwd_ms": tf, "bwd_ms": tb, "peak_extra_bytes": peak,
+            "note": "first fwd+bwd %.1f s (incl. compile), mask build %.1f s" % (first, mask_s)}
 
 
-def run_shape(drv, name, c, rows):
-    t = ac.make_inputs(c)
-    pairs = ac.dense_pairs(c) if c.mask != "causal" else c.Sq * (c.Sq + 1) // 2
-    fl = 4.0 * pairs * c.D * c.Hq
-    base = torch.cuda.memory_allocated()
-    tf, fcfg = best(lambda cfg: (lambda: ac.run_fwd(drv, c, t, cfg)), FWD)
-    ac.run_fwd(drv, c, t, fcfg)
-    tb, bcfg = best(lambda cfg: (lambda: ac.run_bwd(drv, c, t, cfg)), BWD)
-    ours_mem = (t["lse"].numel() * 4 + t["delta"].numel() * 4 + (t["dq_accum"].numel() * 4 if bcfg[3] == 0 else 0)) / 2**30
-    rows.append((name, "ours", tf, fl / tf / 1e9, tb, 2.5 * fl / tb / 1e9, ours_mem, f"fwd{fcfg} bwd{bcfg}"))
-    del base
-    try:
-        if c.mask.startswith("dflash"):
-            f, (q, k, v, do, fa, bm), first = flex_fns(c, t)
-            torch.cuda.reset_peak_memory_stats()
-            m0 = torch.cuda.memory_allocated()
-            o = fa(q, k, v, block_mask=bm, enable_gqa=True)
-            torch.autograd.grad(o, (q, k, v), do)
-            del o
-            peak = (torch.cuda.max_memory_allocated() - m0) / 2**30
-            tf2 = ac.time_ms(f)
-            o = fa(q, k, v, block_mask=bm, enable_gqa=True)
-            tb2 = ac.time_ms(lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True))
-            rows.append((name, "flex compiled", tf2, fl / tf2 / 1e9, tb2, 2.5 * fl / tb2 / 1e9, peak,
-                         f"first call {first:.1f} s"))
-        else:
-            from torch.nn.attention import SDPBackend, sdpa_kernel
-            q = t["q4"].detach().contiguous().requires_grad_()
-            k = t["k4"].detach().contiguous().requires_grad_()
-            v = t["v4"].detach().contiguous().requires_grad_()
-            do = t["do4"].contiguous()
-            sdpa = torch.nn.functional.scaled_dot_product_attention
-            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-                torch.cuda.reset_peak_memory_stats()
-                m0 = torch.cuda.memory_allocated()
-                o = sdpa(q, k, v, is_causal=True)
-                torch.autograd.grad(o, (q, k, v), do)
-                del o
-                peak = (torch.cuda.max_memory_allocated() - m0) / 2**30
-                tf2 = ac.time_ms(lambda: sdpa(q, k, v, is_causal=True))
-                o = sdpa(q, k, v, is_causal=True)
-                tb2 = ac.time_ms(lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True))
-            rows.append((name, "SDPA flash", tf2, fl / tf2 / 1e9, tb2, 2.5 * fl / tb2 / 1e9, peak, ""))
-    except Exception as e:  # the comparison must not hide our numbers
-        rows.append((name, f"reference failed: {type(e).__name__}: {e}"[:200], 0, 0, 0, 0, 0, ""))
-    print(f"{name}: done", flush=True)
+def sdpa_row(torch, timer, name, p, seed):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    q, k, v, do = torch_inputs(torch, p, seed)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        def fwd():
+            return sdpa(q, k, v, is_causal=True)
+        fwd.inputs = (q, k, v, do)
+        tf, tb, peak = measure_fwd_bwd(torch, timer, fwd)
+    return {"system": "SDPA flash", "fwd_ms": tf, "bwd_ms": tb, "peak_extra_bytes": peak, "note": ""}
+
+
+# ------------------------------------------------------------------------------------------------------- table
+
+def fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def table(rows):
+    lines = ["| shape | system | fwd ms | fwd TFLOP/s | bwd ms | bwd TFLOP/s | peak extra GiB (fwd+bwd, over inputs) "
+             "| note |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        fl = r.get("fwd_flops")
+        tf, tb = r.get("fwd_ms"), r.get("bwd_ms")
+        ftf = fl / tf / 1e9 if fl and tf else None
+        btf = 2.5 * fl / tb / 1e9 if fl and tb else None
+        mem = r.get("peak_extra_bytes")
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["shape"], r["system"], fmt(tf, ".3f"), fmt(ftf, ".0f"), fmt(tb, ".3f"), fmt(btf, ".0f"),
+            fmt(None if mem is None else mem / GiB, ".3f"), r.get("note", "")))
+    return "\n".join(lines)
+
+
+def our_row(name, p, fl, fwd, bwd):
+    row = {"shape": name, "system": "ours (tuned winner)", "fwd_flops": fl}
+    notes = []
+    if "error" in fwd:
+        notes.append("fwd failed: " + fwd["error"])
+    else:
+        row["fwd_ms"] = fwd["median_ms"]
+        notes.append("fwd %s" % pjson(fwd["config"]))
+        if abs(fwd["flops"] - fl) > 1e-6 * fl:
+            notes.append("FLOP COUNT DIFFERS: kernel_bench %.4g vs script %.4g" % (fwd["flops"], fl))
+    if "error" in bwd:
+        notes.append("bwd failed: " + bwd["error"])
+    else:
+        row["bwd_ms"] = bwd["median_ms"]
+        row["peak_extra_bytes"] = max(bwd["peak_extra_bytes"] - input_bytes(p), 0)
+        notes.append("bwd %s" % pjson(bwd["config"]))
+    row["note"] = "; ".join(notes)
+    return row
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/attention_bench"))
-    ap.add_argument("--build-dir", default="/tmp/attention_bench_build")
-    ap.add_argument("--arch", default="sm_90")
-    ap.add_argument("--quick", action="store_true", help="512-anchor full layer and dense causal only")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--build-dir", default="build-gpu", help="CMake build dir with dflash-tune and kernel_bench")
+    ap.add_argument("--dflash-tune", help="dflash-tune binary (default: BUILD/tools/dflash_tune/dflash-tune)")
+    ap.add_argument("--kernel-bench", help="kernel_bench binary (default: BUILD/tools/bench/kernel_bench)")
+    ap.add_argument("--cache-dir", default="/tmp/dflash-bench-cache", help="kernel cache for warmup and lookups")
+    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/attention_bench"),
+                    help="where attention_bench.md and .json go (default $OUT)")
+    ap.add_argument("--work-dir", default="/tmp/attention_bench_work", help="instance files and the log")
+    ap.add_argument("--seed", type=int, default=1, help="inputs / anchors seed (default 1)")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed runs before timing (default 3)")
+    ap.add_argument("--reps", type=int, default=25, help="timed runs, median reported (default 25)")
+    ap.add_argument("--no-flush", action="store_true", help="do not flush L2 before each timed run (both sides)")
+    ap.add_argument("--budget", help="passed to `dflash-tune warmup --budget` (e.g. 40 or 90s)")
+    ap.add_argument("--skip-warmup", action="store_true", help="use the cache as it is")
+    ap.add_argument("--check", action="store_true", help="kernel_bench --check (float64 reference; slow for bwd)")
+    ap.add_argument("--quick", action="store_true", help="only " + " and ".join(QUICK))
+    ap.add_argument("--shapes", help="comma-separated subset of: " + ", ".join(n for n, _ in SHAPES))
+    ap.add_argument("--dry-run", action="store_true",
+                    help="no torch, no GPU: print the commands, compute instance facts and FLOP counts")
     args = ap.parse_args()
-    os.makedirs(args.out, exist_ok=True)
-    os.makedirs(args.build_dir, exist_ok=True)
-    rng = random.Random(2026)
-    shapes = [("dflash_full 512", ac.dflash_case("b", "dflash_full", 1, 32, 8, 512, 8192, 128, rng)),
-              ("dflash_sliding 512", ac.dflash_case("b", "dflash_sliding", 1, 32, 8, 512, 8192, 128, rng)),
-              ("dflash_full 128", ac.dflash_case("b", "dflash_full", 1, 32, 8, 128, 8192, 128, rng)),
-              ("dflash_sliding 128", ac.dflash_case("b", "dflash_sliding", 1, 32, 8, 128, 8192, 128, rng)),
-              ("causal 8192", ac.Case("b", "causal", 1, 32, 32, 8192, 8192, 128, layout="bhsd"))]
+    args.dflash_tune = args.dflash_tune or os.path.join(args.build_dir, "tools", "dflash_tune", "dflash-tune")
+    args.kernel_bench = args.kernel_bench or os.path.join(args.build_dir, "tools", "bench", "kernel_bench")
+    shapes = SHAPES
     if args.quick:
-        shapes = [shapes[0], shapes[4]]
-    kernels = set()
-    for _, c in shapes:
-        mk = ac.MASKS[c.mask]
-        for cfg in FWD:
-            kernels.add(ac.fwd_kernel(128, cfg, mk))
-        for cfg in BWD:
-            kernels.update(ac.bwd_kernels(128, cfg, mk))
-    with open(os.path.join(args.out, "bench_compile.log"), "w") as log:
-        mods = ac.compile_all(kernels, args.arch, args.build_dir, log)
-    drv = ac.Driver()
-    for cub, names in mods:
-        drv.load(cub, names)
-    rows = []
-    for name, c in shapes:
-        run_shape(drv, name, c, rows)
-    lines = ["| shape | system | fwd ms | fwd TFLOP/s | bwd ms | bwd TFLOP/s | peak extra GiB | note |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r[0]} | {r[1]} | {r[2]:.3f} | {r[3]:.0f} | {r[4]:.3f} | {r[5]:.0f} | {r[6]:.3f} | {r[7]} |")
-    text = "\n".join(lines)
-    with open(os.path.join(args.out, "bench.md"), "w") as f:
-        f.write(text + "\n")
-    print(text)
+        shapes = [s for s in SHAPES if s[0] in QUICK]
+    if args.shapes:
+        want = [w.strip() for w in args.shapes.split(",")]
+        unknown = [w for w in want if w not in dict(SHAPES)]
+        if unknown:
+            ap.error("unknown shape(s) %s; known: %s" % (unknown, ", ".join(n for n, _ in SHAPES)))
+        shapes = [s for s in SHAPES if s[0] in want]
+    if args.reps < 1 or args.warmup < 0:
+        ap.error("--reps must be >= 1 and --warmup >= 0")
+    for b in [args.kernel_bench] + ([] if args.dry_run or args.skip_warmup else [args.dflash_tune]):
+        if not os.access(b, os.X_OK):
+            ap.error("not an executable: %s (build it, or pass --build-dir / --dflash-tune / --kernel-bench)" % b)
+    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(args.work_dir, exist_ok=True)
+    flush = [] if not args.no_flush else ["--no-flush"]
+    extra = flush + (["--check"] if args.check else [])
+
+    with open(os.path.join(args.work_dir, "attention_bench.log"), "w") as log:
+        # Instance facts and FLOP counts first: they need neither GPU nor cache.
+        facts, flops = {}, {}
+        for name, p in shapes:
+            f = instance_facts(args, name, p, log)
+            mine = pairs_from_anchors(p, f)
+            if mine != f["pairs"]:
+                raise RuntimeError("%s: pairs from the anchors %d != kernel_bench's %d" % (name, mine, f["pairs"]))
+            facts[name] = f
+            flops[name] = 4.0 * f["pairs"] * p["head_dim"] * p["heads_q"]
+            log_line(log, "%s: %d attended pairs per head, %.3f TFLOP fwd, %.3f TFLOP bwd" %
+                     (name, f["pairs"], flops[name] / 1e12, 2.5 * flops[name] / 1e12))
+        if args.dry_run:
+            for name, p in shapes:
+                if p["mask"] != "causal":
+                    n = check_mask_mod(p, facts[name])
+                    log_line(log, "%s: flex mask_mod agrees with the spec on %d sampled rows" % (name, n))
+            log_line(log, "dry run: would run")
+            log_line(log, "  " + " ".join(warmup_cmd(args, shapes)))
+            for name, p in shapes:
+                for fam in ("attention_fwd", "attention_bwd"):
+                    log_line(log, "  " + " ".join(kernel_bench_cmd(args, fam, p, extra)))
+            rows = []
+            for name, p in shapes:
+                other = "SDPA flash" if p["mask"] == "causal" else "flex compiled"
+                for system in ("ours (tuned winner)", other):
+                    rows.append({"shape": name, "system": system, "fwd_flops": flops[name], "note": "not run (dry run)"})
+            print(table(rows))
+            return 0
+
+        results = {"shapes": {n: p for n, p in shapes}, "seed": args.seed, "reps": args.reps,
+                   "warmup": args.warmup, "flush_l2": not args.no_flush, "kernel_bench": {}, "torch": {}}
+        if not args.skip_warmup:
+            r, secs = run_cmd(warmup_cmd(args, shapes), log, stream=True)
+            log_line(log, "warmup: exit %d, %.1f s" % (r.returncode, secs))
+            results["warmup_s"] = secs
+        rows = []
+        ours = {}
+        for name, p in shapes:
+            fwd = run_kernel_bench(args, "attention_fwd", p, log, extra)
+            bwd = run_kernel_bench(args, "attention_bwd", p, log, extra)
+            results["kernel_bench"][name] = {"fwd": fwd, "bwd": bwd}
+            ours[name] = our_row(name, p, flops[name], fwd, bwd)
+            log_line(log, "%s: ours fwd %s ms, bwd %s ms" % (name, fwd.get("median_ms", fwd.get("error")),
+                                                          bwd.get("median_ms", bwd.get("error"))))
+
+        try:
+            import torch  # only now: kernel_bench ran without torch holding the GPU
+            timer = Timer(torch, args.warmup, args.reps, not args.no_flush)
+            dev, tv = torch.cuda.get_device_name(0), torch.__version__
+        except Exception as e:  # noqa: BLE001 - our numbers are still reported
+            torch, dev, tv = None, "?", "unavailable (%s: %s)" % (type(e).__name__, e)
+        for name, p in shapes:
+            rows.append(ours[name])
+            if torch is None:
+                other = {"system": "flex / SDPA", "note": "not run: torch " + tv}
+            else:
+                try:
+                    if p["mask"] == "causal":
+                        other = sdpa_row(torch, timer, name, p, args.seed)
+                    else:
+                        other = flex_row(torch, timer, name, p, facts[name], args.seed)
+                except Exception as e:  # the comparison must not hide our numbers
+                    other = {"system": "reference", "note": ("failed: %s: %s" % (type(e).__name__, e))[:300]}
+                torch.cuda.empty_cache()
+            other.update({"shape": name, "fwd_flops": flops[name]})
+            results["torch"][name] = other
+            rows.append(other)
+            log_line(log, "%s: done" % name)
+        text = table(rows)
+        header = ("Attention, %s, torch %s; median of %d after %d warm-ups, L2 %s; anchors from seed %d "
+                  "(identical for all systems)\n\n" % (dev, tv, args.reps, args.warmup,
+                                                       "not flushed" if args.no_flush else "flushed before each run",
+                                                       args.seed))
+        with open(os.path.join(args.out, "attention_bench.md"), "w") as f:
+            f.write(header + text + "\n")
+        with open(os.path.join(args.out, "attention_bench.json"), "w") as f:
+            json.dump(results, f, indent=1)
+        print(header + text, flush=True)
     return 0
 
 
