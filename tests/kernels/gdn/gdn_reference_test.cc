@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -91,6 +92,12 @@ struct ChunkCase {
   std::vector<std::int32_t> cu;
   bool h0;
 };
+
+// Readable in CTest's listing (gtest would print the struct's raw bytes).
+void PrintTo(const ChunkCase& c, std::ostream* os) {
+  *os << "H=" << c.H << " HV=" << c.HV << " K=" << c.K << " V=" << c.V << " chunk=" << c.chunk
+      << " tokens=" << c.cu.back() << (c.h0 ? " h0" : "");
+}
 
 class GdnReferenceAgreement : public ::testing::TestWithParam<ChunkCase> {};
 
