@@ -32,21 +32,6 @@ double Score(const HostInputs& in, const std::uint16_t* q, const std::uint16_t* 
 
 }  // namespace
 
-std::uint16_t FloatToBf16(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>(u >> 16);
-}
-
-float Bf16ToFloat(std::uint16_t bits) {
-  std::uint32_t u = static_cast<std::uint32_t>(bits) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 dflash_attn::MaskParams HostInputs::Mask() const {
   dflash_attn::MaskParams m{};
   m.kind = spec.mask;

@@ -13,11 +13,10 @@
 
 #include "kernels/attention/attention_params.cuh"
 #include "kernels/attention/attention_problem.h"
+#include "kernels/bf16.h"
 
 namespace dflash::attention {
 
-std::uint16_t FloatToBf16(float f);  // round to nearest even
-float Bf16ToFloat(std::uint16_t bits);
 inline float RoundBf16(float f) { return Bf16ToFloat(FloatToBf16(f)); }
 
 // A problem instance on the host: q, dout [B, Sq, Hq, D], k, v [B, Skv, Hkv, D] contiguous bf16 bits.

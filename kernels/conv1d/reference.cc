@@ -5,22 +5,7 @@
 
 namespace dflash::conv1d {
 
-float Bf16ToFloat(std::uint16_t bits) {
-  const std::uint32_t u = static_cast<std::uint32_t>(bits) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 double Bf16ToDouble(std::uint16_t bits) { return static_cast<double>(Bf16ToFloat(bits)); }
-
-std::uint16_t FloatToBf16(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  if (std::isnan(f)) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
-  const std::uint32_t rounding = 0x7FFFu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>((u + rounding) >> 16);
-}
 
 std::vector<double> ReferenceConv1d(const ReferenceInput& in) {
   const std::int64_t T = in.tokens, C = in.channels;

@@ -8,14 +8,12 @@
 #include <cstdint>
 #include <span>
 #include <vector>
+#include "kernels/bf16.h"
 
 namespace dflash::conv1d {
 
 // bf16 bits -> value (exact).
 double Bf16ToDouble(std::uint16_t bits);
-float Bf16ToFloat(std::uint16_t bits);
-// float -> bf16 bits, round to nearest even (NaN stays a quiet NaN).
-std::uint16_t FloatToBf16(float f);
 
 // One host-side conv1d problem. x holds element (t, c) at x[t * x_stride_t + c * x_stride_c]; weight is
 // [channels, 1, 4] contiguous; bias is empty (none) or [channels]; cu_seqlens is empty (one sequence) or

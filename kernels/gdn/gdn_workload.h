@@ -14,6 +14,7 @@
 #include "kernels/gdn/gdn_problem.h"
 #include "tuner/gpu_runtime.h"
 #include "tuner/kernel_family.h"
+#include "kernels/bf16.h"
 
 namespace dflash::gdn {
 
@@ -27,8 +28,5 @@ Result<std::unique_ptr<tuner::Workload>> MakeGdnWorkload(const gpu::Context& ctx
 // Random cu_seqlens: num_seqs + 1 offsets from 0 to tokens, every sequence at least one token.
 std::vector<std::int32_t> RandomCuSeqlens(std::int64_t tokens, std::int64_t num_seqs, std::uint64_t seed);
 
-// float -> bf16 bits (round to nearest even) and back.
-std::uint16_t FloatToBf16(float f);
-float Bf16ToFloat(std::uint16_t h);
 
 }  // namespace dflash::gdn
