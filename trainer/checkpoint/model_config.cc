@@ -112,6 +112,24 @@ std::int64_t RoundHalfEven(std::int64_t num, std::int64_t den) {
   return q;
 }
 
+// Query/KV heads (GQA: a multiple) and head_dim (default hidden_size / heads), shared by target and drafter
+// configs; c.hidden_size must already be set.
+template <typename Config>
+Status ParseAttentionShape(const json& j, const std::string& where, Config& c) {
+  DFLASH_ASSIGN_OR_RETURN(c.num_attention_heads, GetPositiveInt(j, "num_attention_heads", where));
+  DFLASH_ASSIGN_OR_RETURN(c.num_key_value_heads, GetPositiveInt(j, "num_key_value_heads", where));
+  if (c.num_attention_heads % c.num_key_value_heads != 0) {
+    return InvalidArgument(where + ": num_attention_heads " + std::to_string(c.num_attention_heads) +
+                           " is not a multiple of num_key_value_heads " + std::to_string(c.num_key_value_heads));
+  }
+  if (Has(j, "head_dim")) {
+    DFLASH_ASSIGN_OR_RETURN(c.head_dim, GetPositiveInt(j, "head_dim", where));
+  } else {
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::vector<std::int64_t>> TappedLayers(std::int64_t num_target_layers, std::int64_t num_drafter_layers) {
@@ -177,17 +195,7 @@ Result<TargetConfig> ParseTargetConfig(const json& root, const std::string& file
   DFLASH_ASSIGN_OR_RETURN(c.intermediate_size, GetPositiveInt(j, "intermediate_size", where));
   DFLASH_ASSIGN_OR_RETURN(c.num_hidden_layers, GetPositiveInt(j, "num_hidden_layers", where));
   DFLASH_ASSIGN_OR_RETURN(c.vocab_size, GetPositiveInt(j, "vocab_size", where));
-  DFLASH_ASSIGN_OR_RETURN(c.num_attention_heads, GetPositiveInt(j, "num_attention_heads", where));
-  DFLASH_ASSIGN_OR_RETURN(c.num_key_value_heads, GetPositiveInt(j, "num_key_value_heads", where));
-  if (c.num_attention_heads % c.num_key_value_heads != 0) {
-    return InvalidArgument(where + ": num_attention_heads " + std::to_string(c.num_attention_heads) +
-                           " is not a multiple of num_key_value_heads " + std::to_string(c.num_key_value_heads));
-  }
-  if (Has(j, "head_dim")) {
-    DFLASH_ASSIGN_OR_RETURN(c.head_dim, GetPositiveInt(j, "head_dim", where));
-  } else {
-    c.head_dim = c.hidden_size / c.num_attention_heads;
-  }
+  DFLASH_RETURN_IF_ERROR(ParseAttentionShape(j, where, c));
   DFLASH_ASSIGN_OR_RETURN(c.rms_norm_eps, GetNumber(j, "rms_norm_eps", where));
   // tie_word_embeddings may sit on the outer (multimodal) config.
   bool tie_outer = false;
@@ -257,17 +265,7 @@ Result<DrafterConfig> ParseDrafterConfig(const json& j, const std::string& where
   DFLASH_ASSIGN_OR_RETURN(c.hidden_size, GetPositiveInt(j, "hidden_size", where));
   DFLASH_ASSIGN_OR_RETURN(c.intermediate_size, GetPositiveInt(j, "intermediate_size", where));
   DFLASH_ASSIGN_OR_RETURN(c.num_hidden_layers, GetPositiveInt(j, "num_hidden_layers", where));
-  DFLASH_ASSIGN_OR_RETURN(c.num_attention_heads, GetPositiveInt(j, "num_attention_heads", where));
-  DFLASH_ASSIGN_OR_RETURN(c.num_key_value_heads, GetPositiveInt(j, "num_key_value_heads", where));
-  if (c.num_attention_heads % c.num_key_value_heads != 0) {
-    return InvalidArgument(where + ": num_attention_heads " + std::to_string(c.num_attention_heads) +
-                           " is not a multiple of num_key_value_heads " + std::to_string(c.num_key_value_heads));
-  }
-  if (Has(j, "head_dim")) {
-    DFLASH_ASSIGN_OR_RETURN(c.head_dim, GetPositiveInt(j, "head_dim", where));
-  } else {
-    c.head_dim = c.hidden_size / c.num_attention_heads;
-  }
+  DFLASH_RETURN_IF_ERROR(ParseAttentionShape(j, where, c));
   DFLASH_ASSIGN_OR_RETURN(c.vocab_size, GetIntOr(j, "vocab_size", 0, where));
   DFLASH_ASSIGN_OR_RETURN(c.rms_norm_eps, GetNumber(j, "rms_norm_eps", where));
   DFLASH_ASSIGN_OR_RETURN(c.rope_theta, GetRopeField(j, "rope_theta", std::nullopt, where));
