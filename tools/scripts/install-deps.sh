@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(cmake g++ ninja-build ccache libsqlite3-dev nlohmann-json3-dev libboost-dev libssl-dev libgtest-dev
-          libcli11-dev)
+          libcli11-dev python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -25,4 +25,20 @@ if [ ! -f "$cuda_home/include/nvrtc.h" ] || [ ! -f "$cuda_home/include/cuda.h" ]
   echo "install-deps: the CUDA toolkit (nvrtc.h, cuda.h) was not found in $cuda_home; install CUDA 12.x/13.x" \
        "there or set CUDA_HOME" >&2
   exit 1
+fi
+
+# LibTorch for the trainer: the C++ headers and libraries of the torch wheel from PyPI, pinned to the GPU machine's
+# version, in a private venv (no Python dependencies needed: only torch/lib and torch/include are used). Skipped with
+# DFLASH_WITH_TORCH=OFF. Its CPU libraries need libcudart/libcupti 13, which the CUDA toolkit above provides.
+if [ "${DFLASH_WITH_TORCH:-ON}" != OFF ]; then
+  torch_version=2.11.0
+  torch_home="${DFLASH_TORCH_HOME:-$HOME/.cache/dflash-tune/torch-$torch_version}"
+  if ! compgen -G "$torch_home/lib/python3*/site-packages/torch/lib/libtorch_cpu.so" >/dev/null; then
+    echo "install-deps: installing LibTorch (torch==$torch_version wheel, ~530 MB) into $torch_home" >&2
+    rm -rf "$torch_home.partial"
+    python3 -m venv "$torch_home.partial"
+    "$torch_home.partial/bin/pip" install -q --disable-pip-version-check --no-deps "torch==$torch_version"
+    rm -rf "$torch_home"
+    mv "$torch_home.partial" "$torch_home"   # only a complete install is ever found
+  fi
 fi
