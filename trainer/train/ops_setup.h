@@ -1,0 +1,30 @@
+// Chooses and prepares the Ops backend of a run (ops.h): resolves the device and compute dtype from the options,
+// and for the cached-kernel backend resolves every kernel the configured shapes need before the first step, printing
+// the provenance table (operation -> cache entry, variant, tuned time). A missing key stops the run with the list of
+// missing keys and the exact warmup command, unless --tune-missing asked to tune them first.
+// Who may call: the Trainer. Thread-safety: one thread.
+#pragma once
+
+#include <memory>
+#include <ostream>
+
+#include "cache/status.h"
+#include "trainer/checkpoint/model_config.h"
+#include "trainer/ops/ops.h"
+#include "trainer/train/train_options.h"
+
+namespace dflash::trainer {
+
+struct RunDevice {
+  torch::Device device = torch::kCPU;
+  torch::Dtype compute_dtype = torch::kFloat;
+};
+
+// "auto" picks the first GPU when LibTorch has a CUDA backend and sees one, else the CPU. InvalidArgument for an
+// unknown device or dtype name, Unsupported for cuda without a GPU / CUDA backend.
+Result<RunDevice> ResolveDevice(const TrainOptions& options);
+
+Result<std::unique_ptr<Ops>> MakeOps(const TrainOptions& options, const RunDevice& device, const TargetConfig& target,
+                                     const DrafterConfig& drafter, std::ostream& log);
+
+}  // namespace dflash::trainer

@@ -1,0 +1,95 @@
+#include "trainer/train/train_step.h"
+
+#include <span>
+
+#include "trainer/data/anchors.h"
+#include "trainer/data/loss_weights.h"
+#include "trainer/train/block_loss.h"
+
+namespace dflash::trainer {
+namespace {
+
+torch::Tensor ToTensor(std::span<const std::int32_t> v, torch::Dtype dtype, torch::Device device) {
+  return torch::from_blob(const_cast<std::int32_t*>(v.data()), {static_cast<std::int64_t>(v.size())}, torch::kInt32)
+      .to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
+}
+
+}  // namespace
+
+Result<RowResult> TrainRow(const data::Row& row, const TargetModel& target, const Drafter& drafter, Ops& ops,
+                           const RowStepOptions& options) {
+  const auto T = static_cast<std::int64_t>(row.num_tokens);
+  if (T < 2) return InvalidArgument("a training row needs at least 2 real tokens, this one has " + std::to_string(T));
+  const torch::Device device = target.options().device;
+  const DrafterConfig& dc = drafter.config();
+  const std::span<const std::int32_t> ids(row.input_ids.data(), T);
+  const std::span<const std::uint8_t> loss_mask(row.loss_mask.data(), T);
+
+  data::BlockOptions block_options;
+  block_options.num_anchors = static_cast<int>(options.num_anchors);
+  block_options.block_size = static_cast<int>(dc.block_size);
+  block_options.mask_token_id = static_cast<std::int32_t>(dc.mask_token_id);
+  DFLASH_ASSIGN_OR_RETURN(data::Blocks blocks,
+                          data::SampleBlocks(ids, loss_mask, row.cu_seqlens, block_options, options.anchor_seed));
+  DFLASH_ASSIGN_OR_RETURN(data::LossTargets targets, data::BuildLossTargets(ids, loss_mask, blocks));
+
+  RowResult result;
+  result.context_tokens = T;
+  result.weight_sum = targets.weight_sum;
+
+  const torch::Tensor cu_seqlens =
+      torch::from_blob(const_cast<std::int32_t*>(row.cu_seqlens.data()),
+                       {static_cast<std::int64_t>(row.cu_seqlens.size())}, torch::kInt32).clone();
+  const torch::Tensor input_ids = ToTensor(ids, torch::kLong, device);
+  torch::Tensor features;
+  {
+    torch::NoGradGuard no_grad;
+    features = target.Features(input_ids, cu_seqlens, ops);
+  }
+
+  DraftMask mask;
+  mask.anchors = ToTensor(blocks.anchors, torch::kInt32, device);
+  mask.valid = torch::from_blob(blocks.valid.data(), {blocks.num_blocks}, torch::kUInt8).to(device, torch::kUInt8,
+                                                                                         false, /*copy=*/true);
+  if (row.num_documents() > 1) mask.doc_start = ToTensor(blocks.doc_start, torch::kInt32, device);
+  mask.context_len = T;
+  mask.block_size = blocks.block_size;
+
+  const auto labels = ToTensor(targets.labels, torch::kLong, device);
+  const auto weights = torch::from_blob(targets.weights.data(), {static_cast<std::int64_t>(targets.weights.size())},
+                                        torch::kFloat).to(device, torch::kFloat, false, /*copy=*/true);
+  const auto block_tokens = ToTensor(blocks.tokens, torch::kLong, device);
+  const auto block_positions = ToTensor(blocks.position_ids, torch::kLong, device);
+  const auto context_positions = ToTensor(std::span(row.position_ids.data(), T), torch::kLong, device);
+
+  std::optional<torch::NoGradGuard> no_grad;
+  if (!options.backward) no_grad.emplace();
+  const torch::Tensor hidden = drafter.Forward(features, block_tokens, block_positions, context_positions, mask,
+                                               target.embed_tokens(), options.compute_dtype, ops);
+  BlockLossResult loss = ChunkedBlockLoss(hidden, target.lm_head(), labels, weights, options.loss_chunk_rows);
+  if (options.backward && targets.weight_sum > 0) loss.weighted_ce_sum.backward();
+  result.weighted_ce = loss.weighted_ce_sum.item<double>();
+
+  const auto argmax = loss.argmax.to(torch::kCPU, torch::kInt32).contiguous();
+  const std::span<const std::int32_t> predicted(argmax.data_ptr<std::int32_t>(), argmax.numel());
+  for (std::size_t i = 0; i < targets.labels.size(); ++i) {
+    if (targets.weights[i] <= 0.f) continue;
+    ++result.labelled;
+    result.correct += predicted[i] == targets.labels[i];
+  }
+  DFLASH_ASSIGN_OR_RETURN(auto accept, data::BlockAcceptLengths(predicted, targets, blocks));
+  for (int j = 0; j < blocks.num_blocks; ++j) {
+    if (blocks.valid[j]) result.accept_lengths.push_back(accept[j]);
+  }
+  return result;
+}
+
+void ScaleGradients(const std::vector<std::pair<std::string, torch::Tensor>>& params, double total_weight) {
+  if (total_weight <= 0) return;
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, p] : params) {
+    if (p.grad().defined()) p.mutable_grad().div_(total_weight);
+  }
+}
+
+}  // namespace dflash::trainer

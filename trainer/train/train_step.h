@@ -1,0 +1,46 @@
+// One row of a training step (spec dflash-training.md §4, §5): target features -> anchors and blocks -> drafter
+// forward with the DFlash masks -> chunked block loss -> backward of the UNNORMALISED weighted loss sum.
+// The caller sums RowResult::weight_sum over every row of the global batch (all accumulation micro-steps and, later,
+// all ranks) and divides the gradients by it before the optimizer step (ScaleGradients), which makes the update
+// exactly that of the loss normalised over the whole global batch.
+// Who may call: the Trainer and tests. Thread-safety: one thread (autograd graph per call).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "cache/status.h"
+#include "trainer/data/batcher.h"
+#include "trainer/models/drafter.h"
+#include "trainer/models/target_model.h"
+#include "trainer/ops/ops.h"
+
+namespace dflash::trainer {
+
+struct RowStepOptions {
+  std::int64_t num_anchors = 512;
+  std::uint64_t anchor_seed = 0;      // data::StepAnchorSeed(seed, row counter, rank)
+  torch::Dtype compute_dtype = torch::kBFloat16;
+  std::int64_t loss_chunk_rows = 2048;
+  bool backward = true;               // false: evaluation (no graph kept, no gradients)
+};
+
+struct RowResult {
+  double weighted_ce = 0.0;           // sum of w * CE over the row's block slots
+  double weight_sum = 0.0;            // sum of w
+  std::int64_t context_tokens = 0;    // target tokens of the row (its real tokens)
+  std::int64_t labelled = 0;          // slots with weight > 0
+  std::int64_t correct = 0;           // of those, argmax == label
+  std::vector<int> accept_lengths;    // one per valid block (data/loss_weights.h BlockAcceptLengths)
+};
+
+// Errors: InvalidArgument from the data layer (lengths, anchors), or a row without any real token.
+Result<RowResult> TrainRow(const data::Row& row, const TargetModel& target, const Drafter& drafter, Ops& ops,
+                           const RowStepOptions& options);
+
+// Multiplies every gradient by 1 / total_weight (no-op for total_weight <= 0, where no slot had any weight).
+void ScaleGradients(const std::vector<std::pair<std::string, torch::Tensor>>& params, double total_weight);
+
+}  // namespace dflash::trainer
