@@ -11,6 +11,7 @@
 // Who may include it: attention_kernels.cu (NVRTC). Thread-safety: n/a (device code).
 #pragma once
 
+#include "attention_bwd_items.cuh"
 #include "attention_fwd.cuh"
 #include "attention_mask.cuh"
 #include "attention_mma.cuh"
@@ -79,7 +80,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
   static_assert(STAGES == 1 || STAGES == 2, "1 or 2 query-tile buffers");
   static_assert(MASK >= 0 && MASK < kNumMaskKinds, "mask kind");
 
-  extern __shared__ __align__(128) unsigned char smem[];
+  extern __shared__ __align__(1024) unsigned char smem[];
   bf16* sK = reinterpret_cast<bf16*>(smem);
   bf16* sV = sK + BN * D;
   bf16* sQ = sV + BN * D;
@@ -96,76 +97,18 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
   MaskParams m = p.mask;
   m.kind = MASK;
   const int Sq = m.seq_q, Skv = m.seq_kv;
-  const int G = p.heads_q / p.heads_kv;
   const float scale_log2 = p.scale * kLog2e;
-  const int nqt = (Sq + BM - 1) / BM;
-  const int nitems = G * nqt;
 
-  LoadTileAsync<BN, D, NT>(sK, static_cast<const bf16*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride + k0 * p.k_seq_stride,
-                           p.k_seq_stride, Skv - k0, tid);
-  LoadTileAsync<BN, D, NT>(sV, static_cast<const bf16*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride + k0 * p.v_seq_stride,
-                           p.v_seq_stride, Skv - k0, tid);
-  CpAsyncCommit();
-  for (int t = tid; t < nqt; t += NT) sCls[t] = static_cast<unsigned char>(ClassifyTile(m, b, t * BM, t * BM + BM, k0, k0 + BN));
-  __syncthreads();
-
-  // Issues the cp.async loads of work item I (query head of the group, query tile) into buffer STAGE and fills
-  // that buffer's per-row LSE (log2 units), delta and row spans.
-#define DFLASH_LOAD_ITEM(I, STAGE)                                                                          \
-  do {                                                                                                      \
-    const int h_ = hk * G + (I) / nqt;                                                                      \
-    const int q0_ = ((I) % nqt) * BM;                                                                       \
-    LoadTileAsync<BM, D, NT>(sQ + (STAGE) * BM * D,                                                         \
-                             static_cast<const bf16*>(p.q) + b * p.q_batch_stride + h_ * p.q_head_stride +  \
-                                 static_cast<long long>(q0_) * p.q_seq_stride,                              \
-                             p.q_seq_stride, Sq - q0_, tid);                                                \
-    LoadTileAsync<BM, D, NT>(sdO + (STAGE) * BM * D,                                                        \
-                             static_cast<const bf16*>(p.dout) + b * p.do_batch_stride +                     \
-                                 h_ * p.do_head_stride + static_cast<long long>(q0_) * p.do_seq_stride,     \
-                             p.do_seq_stride, Sq - q0_, tid);                                               \
-    CpAsyncCommit();                                                                                        \
-    for (int r_ = tid; r_ < BM; r_ += NT) {                                                                 \
-      const int q_ = q0_ + r_;                                                                              \
-      float lse_ = Inf(), delta_ = 0.f;                                                                     \
-      if (q_ < Sq) {                                                                                        \
-        const long long row_ = (static_cast<long long>(b) * p.heads_q + h_) * Sq + q_;                      \
-        lse_ = p.lse[row_];                                                                                 \
-        if (lse_ == -Inf()) lse_ = Inf(); /* the row sees nothing: P = exp(S - inf) = 0 */                  \
-        delta_ = p.delta[row_];                                                                             \
-      }                                                                                                     \
-      sLse[(STAGE) * BM + r_] = lse_ * kLog2e;                                                              \
-      sDelta[(STAGE) * BM + r_] = delta_;                                                                   \
-      sSpan[(STAGE) * BM + r_] = RowVisibleSpan(m, b, q_);                                                  \
-    }                                                                                                       \
-  } while (0)
-
+  BwdLoadKvAndClassify<D, BM, BN, NT>(p, m, sK, sV, sCls, b, hk, k0, tid);
   float dk[DJ][4], dv[DJ][4];
 #pragma unroll
   for (int dj = 0; dj < DJ; ++dj)
 #pragma unroll
     for (int e = 0; e < 4; ++e) dk[dj][e] = dv[dj][e] = 0.f;
 
-  int it = NextNonEmpty(sCls, 0, nitems, nqt);
-  if (it < nitems) DFLASH_LOAD_ITEM(it, 0);
-  int stage = 0;
-  while (it < nitems) {
-    const int itn = NextNonEmpty(sCls, it + 1, nitems, nqt);
-    if (STAGES > 1 && itn < nitems) {
-      DFLASH_LOAD_ITEM(itn, (stage + 1) % STAGES);
-      CpAsyncWait<1>();
-    } else {
-      CpAsyncWait<0>();
-    }
-    __syncthreads();
-    const int h = hk * G + it / nqt;
-    const int qt = it % nqt;
-    const int q0 = qt * BM;
-    const bool full = sCls[qt] == kTileFull;
-    const bf16* cQ = sQ + stage * BM * D;
-    const bf16* cdO = sdO + stage * BM * D;
-    const float* cLse = sLse + stage * BM;
-    const float* cDelta = sDelta + stage * BM;
-    const RowSpan* cSpan = sSpan + stage * BM;
+  const BwdItemBuffers buf{sQ, sdO, sLse, sDelta, sSpan, sCls};
+  BwdForEachItem<D, BM, NT, STAGES>(p, m, buf, b, hk, tid, [&](const BwdItem& item) {
+    const int h = item.h, q0 = item.q0;
 
     // S^T = K Q^T and dP^T = V dO^T for this warp's 16 kv rows.
     float s[NJ][4], dp[NJ][4];
@@ -182,8 +125,8 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
       for (int nj = 0; nj < NJ; nj += 2) {
         unsigned bq[4], bo[4];
         const int row = nj * 8 + (lane & 7) + (lane >> 4) * 8, col = kk * 16 + ((lane >> 3) & 1) * 8;
-        Ldmatrix4(bq, SmemAddr(cQ + Swz<D>(row, col)));
-        Ldmatrix4(bo, SmemAddr(cdO + Swz<D>(row, col)));
+        Ldmatrix4(bq, SmemAddr(item.q + Swz<D>(row, col)));
+        Ldmatrix4(bo, SmemAddr(item.dout + Swz<D>(row, col)));
         Mma16816(s[nj], ak, bq[0], bq[1]);
         Mma16816(s[nj + 1], ak, bq[2], bq[3]);
         Mma16816(dp[nj], av, bo[0], bo[1]);
@@ -191,22 +134,29 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
       }
     }
 
-    // P^T and dS^T = P^T * (dP^T - delta).
+    // P^T and dS^T = P^T * (dP^T - delta): the exponentials, then (one uniform branch) the mask of a partial tile,
+    // then dS: no branch per element (it would split the unrolled code into blocks ptxas cannot interleave).
 #pragma unroll
     for (int nj = 0; nj < NJ; ++nj)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int kv = k0 + warp * 16 + (lane >> 2) + (e >> 1) * 8;
-        const int qc = nj * 8 + (lane & 3) * 2 + (e & 1);
-        float pv = FastExp2(fmaf(s[nj][e], scale_log2, -cLse[qc]));
-        if (!full && !InSpan(cSpan[qc], kv)) pv = 0.f;
-        s[nj][e] = pv;
-        dp[nj][e] = pv * (dp[nj][e] - cDelta[qc]);
-      }
+      for (int e = 0; e < 4; ++e) s[nj][e] = FastExp2(fmaf(s[nj][e], scale_log2, -item.lse[nj * 8 + (lane & 3) * 2 + (e & 1)]));
+    if (!item.full) {
+#pragma unroll
+      for (int nj = 0; nj < NJ; ++nj)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int kv = k0 + warp * 16 + (lane >> 2) + (e >> 1) * 8;
+          s[nj][e] = InSpan(item.span[nj * 8 + (lane & 3) * 2 + (e & 1)], kv) ? s[nj][e] : 0.f;
+        }
+    }
+#pragma unroll
+    for (int nj = 0; nj < NJ; ++nj)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[nj][e] = s[nj][e] * (dp[nj][e] - item.delta[nj * 8 + (lane & 3) * 2 + (e & 1)]);
 
     // dV += P^T dO ; dK += dS^T Q.
 #pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk) {
+    for (int kk = 0; kk < ((DFLASH_ATTN_ABLATE & 4) ? 0 : BM / 16); ++kk) {
       unsigned ap[4], as[4];
       ap[0] = PackBf16(s[2 * kk][0], s[2 * kk][1]);
       ap[1] = PackBf16(s[2 * kk][2], s[2 * kk][3]);
@@ -220,8 +170,8 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
       for (int dj = 0; dj < DJ; dj += 2) {
         unsigned bo[4], bq[4];
         const int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, col = dj * 8 + (lane >> 4) * 8;
-        Ldmatrix4Trans(bo, SmemAddr(cdO + Swz<D>(row, col)));
-        Ldmatrix4Trans(bq, SmemAddr(cQ + Swz<D>(row, col)));
+        Ldmatrix4Trans(bo, SmemAddr(item.dout + Swz<D>(row, col)));
+        Ldmatrix4Trans(bq, SmemAddr(item.q + Swz<D>(row, col)));
         Mma16816(dv[dj], ap, bo[0], bo[1]);
         Mma16816(dv[dj + 1], ap, bo[2], bo[3]);
         Mma16816(dk[dj], as, bq[0], bq[1]);
@@ -229,7 +179,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
       }
     }
 
-    if (ATOMIC_DQ) {
+    if (ATOMIC_DQ && !(DFLASH_ATTN_ABLATE & 2)) {
       // dS (bf16) to shared memory as [query][kv], then dQ_accum[q] += dS K over this kv tile.
 #pragma unroll
       for (int nj = 0; nj < NJ; ++nj)
@@ -267,17 +217,12 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
           float* dst = p.dq_accum + ((static_cast<long long>(b) * p.heads_q + h) * Sq + q) * D + dc * 64 + (lane & 3) * 2;
 #pragma unroll
           for (int j = 0; j < 8; ++j) {
-            AtomicAdd2(dst + j * 8, acc[j][hr * 2], acc[j][hr * 2 + 1]);
+            if (!(DFLASH_ATTN_ABLATE & 1) || acc[j][0] == 1234.5f) AtomicAdd2(dst + j * 8, acc[j][hr * 2], acc[j][hr * 2 + 1]);
           }
         }
       }
     }
-    __syncthreads();  // this stage's buffers (and sdS) may be refilled now
-    if (STAGES == 1 && itn < nitems) DFLASH_LOAD_ITEM(itn, 0);
-    it = itn;
-    stage = STAGES > 1 ? (stage + 1) % STAGES : 0;
-  }
-  CpAsyncWait<0>();
+  });  // the walk's barrier after each item also guards sdS
 
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
@@ -306,7 +251,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdDq(const AttnParams p) {
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 128, "kv tile: multiple of 16, at most 128");
   static_assert(STAGES == 1 || STAGES == 2, "1 or 2 kv buffers");
 
-  extern __shared__ __align__(128) unsigned char smem[];
+  extern __shared__ __align__(1024) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);
   bf16* sdO = sQ + BM * D;
   bf16* sK = sdO + BM * D;

@@ -12,6 +12,9 @@ int Get(const tuner::Config& c, const char* k) {
   return it == c.end() ? 0 : static_cast<int>(it->second);
 }
 
+// 1 when the config has no warp_layout (configs made before the parameter existed).
+int WarpLayout(const tuner::Config& c) { return c.count("warp_layout") ? Get(c, "warp_layout") : 1; }
+
 unsigned CeilDiv(std::int64_t a, std::int64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
 
 std::string Expr(const char* name, std::initializer_list<long long> args) {
@@ -41,7 +44,10 @@ std::vector<tuner::TunableParam> BackwardParams() {
   return {{"block_m", {32, 64, 128}, "query rows per inner tile"},
           {"block_n", {64, 128}, "kv rows per thread block (warps = block_n / 16)"},
           {"stages", {1, 2}, "query tile buffers (2 = cp.async double buffering)"},
-          {"dq_mode", {0, 1}, "0: dQ by fp32 atomics + convert pass; 1: separate deterministic dQ pass"}};
+          {"dq_mode", {0, 1}, "0: dQ by fp32 atomics + convert pass; 1: separate deterministic dQ pass"},
+          {"warp_layout", {1, 2},
+           "1: each warp owns 16 kv rows (AttnBwdKv); 2: FlashAttention-2's 2-D warp layout (AttnBwdKv2d; "
+           "block_m 64, dq_mode 0)"}};
 }
 
 bool UsesDqAccumulator(const tuner::Config& config) { return Get(config, "dq_mode") == 0; }
@@ -63,12 +69,18 @@ std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
 
 std::string BackwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
   const int bm = Get(c, "block_m"), bn = Get(c, "block_n"), st = Get(c, "stages"), dq = Get(c, "dq_mode");
-  if (c.size() != 4) return "backward config needs exactly block_m, block_n, stages, dq_mode";
+  const int layout = WarpLayout(c);
+  if (c.size() != 4 + (c.count("warp_layout") ? 1u : 0u))
+    return "backward config needs exactly block_m, block_n, stages, dq_mode (and optionally warp_layout)";
   if (p.head_dim != 64 && p.head_dim != 128) return "backward supports head_dim 64 and 128";
   if (bm < 16 || bm > 128 || bm % 16 != 0) return "block_m must be a multiple of 16 in 16..128";
   if (bn != 64 && bn != 128) return "block_n must be 64 or 128";
   if (st != 1 && st != 2) return "stages must be 1 or 2";
   if (dq != 0 && dq != 1) return "dq_mode must be 0 or 1";
+  if (layout != 1 && layout != 2) return "warp_layout must be 1 or 2";
+  // The 2-D layout uses (block_n / 32) * (block_m / 32) warps; the launch gives block_n / 16.
+  if (layout == 2 && bm != 64) return "warp_layout 2 needs block_m 64 (warps = block_n / 16)";
+  if (layout == 2 && dq != 0) return "warp_layout 2 accumulates dQ with atomics (dq_mode 0)";
   if ((p.seq_q + bm - 1) / bm > dflash_attn::kMaxTiles) return "seq_q exceeds the tile-class table (" + std::to_string(dflash_attn::kMaxTiles) + " query tiles)";
   if (dq == 1 && (p.seq_kv + kDqTileN - 1) / kDqTileN > dflash_attn::kMaxTiles)
     return "seq_kv exceeds the dQ pass's tile-class table";
@@ -103,14 +115,19 @@ std::vector<KernelLaunch> BackwardLaunches(const tuner::Config& c, const Problem
   pre.threads = 128;
   out.push_back(pre);
   KernelLaunch kv;
-  kv.name_expression = Expr("AttnBwdKv", {d, bm, bn, bn / 16, st, p.mask}) ;
-  kv.name_expression.pop_back();
-  kv.name_expression += dq == 0 ? ",true>" : ",false>";
+  if (WarpLayout(c) == 2) {
+    kv.name_expression = Expr("AttnBwdKv2d", {d, bm, bn, bn / 16, st, p.mask});
+    kv.shared_bytes = static_cast<unsigned>(dflash_attn::Bwd2dSmemBytes(d, bm, bn, st));
+  } else {
+    kv.name_expression = Expr("AttnBwdKv", {d, bm, bn, bn / 16, st, p.mask});
+    kv.name_expression.pop_back();
+    kv.name_expression += dq == 0 ? ",true>" : ",false>";
+    kv.shared_bytes = static_cast<unsigned>(dflash_attn::BwdSmemBytes(d, bm, bn, st));
+  }
   kv.grid_x = CeilDiv(p.seq_kv, bn);
   kv.grid_y = static_cast<unsigned>(p.heads_kv);
   kv.grid_z = static_cast<unsigned>(p.batch);
   kv.threads = static_cast<unsigned>(bn / 16 * 32);
-  kv.shared_bytes = static_cast<unsigned>(dflash_attn::BwdSmemBytes(d, bm, bn, st));
   out.push_back(kv);
   if (dq == 0) {
     KernelLaunch cv = pre;

@@ -4,7 +4,9 @@
 // Forward params: block_m (query rows per block), block_n (kv rows per tile), warps, stages (kv buffers).
 // Backward params: block_m (query rows per inner tile), block_n (kv rows per block; warps = block_n / 16),
 // stages (query-tile buffers), dq_mode (0: fp32 atomics into an accumulator + a convert pass; 1: a separate
-// dQ pass of tile block_m x 64 that recomputes P and dP, deterministic, no accumulator).
+// dQ pass of tile block_m x 64 that recomputes P and dP, deterministic, no accumulator), warp_layout (1: each
+// warp owns 16 kv rows, AttnBwdKv; 2: FlashAttention-2's 2-D layout, AttnBwdKv2d, block_m 64 and dq_mode 0 only;
+// a config without warp_layout means 1).
 // Who may call it: the families, the API, tests. Thread-safety: pure functions.
 #pragma once
 

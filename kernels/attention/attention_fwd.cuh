@@ -12,9 +12,6 @@
 
 namespace dflash_attn {
 
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
-
 template <int D, int BM, int BN, int NW, int STAGES, int MASK>
 __global__ void __launch_bounds__(NW * 32, 1) AttnFwd(const AttnParams p) {
   constexpr int NT = NW * 32;
@@ -27,7 +24,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnFwd(const AttnParams p) {
   static_assert(STAGES == 1 || STAGES == 2, "1 or 2 kv buffers");
   static_assert(MASK >= 0 && MASK < kNumMaskKinds, "mask kind");
 
-  extern __shared__ __align__(128) unsigned char smem[];
+  extern __shared__ __align__(1024) unsigned char smem[];  // WarpGemmABt's XOR addressing: tiles 256-byte aligned
   bf16* sQ = reinterpret_cast<bf16*>(smem);
   bf16* sK = sQ + BM * D;
   bf16* sV = sK + STAGES * BN * D;
@@ -100,23 +97,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnFwd(const AttnParams p) {
       for (int nj = 0; nj < NJ; ++nj)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[mi][nj][e] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      unsigned a[MI][4];
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
-        Ldmatrix4(a[mi], SmemAddr(sQ + Swz<D>((warp * MI + mi) * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8)));
-#pragma unroll
-      for (int nj = 0; nj < NJ; nj += 2) {
-        unsigned bb[4];
-        Ldmatrix4(bb, SmemAddr(cK + Swz<D>(nj * 8 + (lane & 7) + (lane >> 4) * 8, kk * 16 + ((lane >> 3) & 1) * 8)));
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi) {
-          Mma16816(s[mi][nj], a[mi], bb[0], bb[1]);
-          Mma16816(s[mi][nj + 1], a[mi], bb[2], bb[3]);
-        }
-      }
-    }
+    WarpGemmABt<D, MI, NJ>(s, sQ, warp * MI * 16, cK, 0, lane);  // S = Q K^T for this warp's 16 MI rows
 
     if (sCls[t] != kTileFull) {
 #pragma unroll
@@ -135,6 +116,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnFwd(const AttnParams p) {
     }
 
     // Online softmax in the log2 domain.
+    unsigned pk[MI][NJ][2];
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -149,36 +131,39 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnFwd(const AttnParams p) {
         mrow[mi][hr] = mnew;
         float sum = 0.f;
 #pragma unroll
-        for (int nj = 0; nj < NJ; ++nj)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float pv = FastExp2(fmaf(s[mi][nj][hr * 2 + e], scale_log2, -muse));
-            s[mi][nj][hr * 2 + e] = pv;
-            sum += pv;
-          }
+        for (int nj = 0; nj < NJ; ++nj) {
+          const float p0 = (DFLASH_ATTN_ABLATE & 16) ? s[mi][nj][hr * 2] : FastExp2(fmaf(s[mi][nj][hr * 2], scale_log2, -muse));
+          const float p1 = (DFLASH_ATTN_ABLATE & 16) ? s[mi][nj][hr * 2 + 1] : FastExp2(fmaf(s[mi][nj][hr * 2 + 1], scale_log2, -muse));
+          sum += p0 + p1;
+          pk[mi][nj][hr] = PackBf16(p0, p1);  // P in bf16 pairs at once: the fp32 S tile dies here (registers)
+        }
         lrow[mi][hr] = lrow[mi][hr] * alpha + sum;
+        if (__any_sync(0xffffffffu, alpha != 1.f)) {  // most tiles leave every row maximum unchanged
 #pragma unroll
-        for (int dj = 0; dj < DJ; ++dj) {
-          o[mi][dj][hr * 2] *= alpha;
-          o[mi][dj][hr * 2 + 1] *= alpha;
+          for (int dj = 0; dj < DJ; ++dj) {
+            o[mi][dj][hr * 2] *= alpha;
+            o[mi][dj][hr * 2 + 1] *= alpha;
+          }
         }
       }
 
-    // O += P V.
+    // O += P V. Chunk dj + half of a row = (half ^ row%8) ^ dj for even dj: one base address per lane, the rest by
+    // XOR with a constant (as in WarpGemmABt).
+    const unsigned v0 = SmemAddr(cV + Swz<D>((lane & 7) + ((lane >> 3) & 1) * 8, (lane >> 4) * 8));
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
+    for (int kk = 0; kk < ((DFLASH_ATTN_ABLATE & 8) ? 0 : BN / 16); ++kk) {
       unsigned a[MI][4];
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) {
-        a[mi][0] = PackBf16(s[mi][2 * kk][0], s[mi][2 * kk][1]);
-        a[mi][1] = PackBf16(s[mi][2 * kk][2], s[mi][2 * kk][3]);
-        a[mi][2] = PackBf16(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
-        a[mi][3] = PackBf16(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
+        a[mi][0] = pk[mi][2 * kk][0];
+        a[mi][1] = pk[mi][2 * kk][1];
+        a[mi][2] = pk[mi][2 * kk + 1][0];
+        a[mi][3] = pk[mi][2 * kk + 1][1];
       }
 #pragma unroll
       for (int dj = 0; dj < DJ; dj += 2) {
         unsigned bb[4];
-        Ldmatrix4Trans(bb, SmemAddr(cV + Swz<D>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, dj * 8 + (lane >> 4) * 8)));
+        Ldmatrix4Trans(bb, (v0 + kk * 16 * D * 2) ^ (dj << 4));  // = cV + Swz<D>(kk*16 + row, dj*8 + half*8)
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) {
           Mma16816(o[mi][dj], a[mi], bb[0], bb[1]);

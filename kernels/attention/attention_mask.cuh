@@ -15,8 +15,10 @@ struct RowSpan {
   int lo0, hi0, lo1, hi1;
 };
 
+// Branch-free (bitwise, not short-circuit): the kernels evaluate it per element inside unrolled mma code, where
+// a branch per element splits the schedule into small blocks.
 DFLASH_HD bool InSpan(const RowSpan& s, int kv) {
-  return (kv >= s.lo0 && kv < s.hi0) || (kv >= s.lo1 && kv < s.hi1);
+  return ((kv >= s.lo0) & (kv < s.hi0)) | ((kv >= s.lo1) & (kv < s.hi1));
 }
 
 DFLASH_HD int SpanCount(const RowSpan& s) {

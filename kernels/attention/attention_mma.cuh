@@ -69,6 +69,66 @@ __device__ __forceinline__ void LoadTileAsync(bf16* smem, const bf16* gmem, long
   }
 }
 
+// acc[MI][NJ][4] += A B^T for one warp: A = rows [a_row0, a_row0 + 16 MI) of the swizzled shared tile sA,
+// B = rows [b_row0, b_row0 + 8 NJ) of the swizzled shared tile sB; both row-major with K = WIDTH columns.
+// acc[mi][nj] is the 16x8 mma accumulator tile of A rows 16 mi.., B rows 8 nj...
+template <int WIDTH, int MI, int NJ>
+__device__ __forceinline__ void WarpGemmABt(float (&acc)[MI][NJ][4], const bf16* sA, int a_row0, const bf16* sB,
+                                            int b_row0, int lane) {
+  static_assert(NJ % 2 == 0 && WIDTH % 16 == 0, "pairs of n-tiles, k steps of 16");
+  // Byte addresses of k step 0; step kk is step 0 with the 16-byte chunk index XOR 2 kk (Swz keeps the chunk's low
+  // 3 bits XOR the row's and 2 kk + half = 2 kk ^ half), i.e. the byte offset XOR 32 kk for rows of >= 128 bytes:
+  // one register per fragment row instead of one per (row, k step). Tiles start 256-byte aligned.
+  static_assert(WIDTH >= 64, "the XOR step needs rows of at least 8 chunks");
+  const unsigned a0 = SmemAddr(sA + Swz<WIDTH>(a_row0 + (lane & 15), (lane >> 4) * 8));
+  const unsigned b0 = SmemAddr(sB + Swz<WIDTH>(b_row0 + (lane & 7) + (lane >> 4) * 8, ((lane >> 3) & 1) * 8));
+#pragma unroll
+  for (int kk = 0; kk < WIDTH / 16; ++kk) {
+    unsigned a[MI][4];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) Ldmatrix4(a[mi], (a0 + mi * 16 * WIDTH * 2) ^ (kk << 5));
+#pragma unroll
+    for (int nj = 0; nj < NJ; nj += 2) {
+      unsigned b[4];
+      Ldmatrix4(b, (b0 + nj * 8 * WIDTH * 2) ^ (kk << 5));
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        Mma16816(acc[mi][nj], a[mi], b[0], b[1]);
+        Mma16816(acc[mi][nj + 1], a[mi], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// p[0..3] += v[0..3] in global memory (p 16-byte aligned): one vector reduction on sm_90+, four atomics before.
+__device__ __forceinline__ void AtomicAdd4(float* p, float a, float b, float c, float d) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+#else
+  atomicAdd(p, a);
+  atomicAdd(p + 1, b);
+  atomicAdd(p + 2, c);
+  atomicAdd(p + 3, d);
+#endif
+}
+
+// Adds one 16x8 fp32 mma accumulator tile (thread: rows lane/4 and lane/4 + 8, columns 2*(lane%4) + {0, 1}) to
+// the row-major fp32 matrix whose element (0, 0) is at `tile` (ld floats per row; tile 16-byte aligned, ld a
+// multiple of 4) with 16-byte reductions: lane pairs swap half rows with one shuffle each way, so the even lane adds
+// 4 columns of the upper row and the odd lane 4 columns of the lower row. Rows >= valid_rows are skipped.
+// All 32 lanes must call it.
+__device__ __forceinline__ void AtomicAddAccTile(const float (&acc)[4], int lane, float* tile, int ld,
+                                                 int valid_rows) {
+  const bool odd = lane & 1;
+  const float x0 = odd ? acc[0] : acc[2], x1 = odd ? acc[1] : acc[3];
+  const float y0 = __shfl_xor_sync(0xffffffffu, x0, 1), y1 = __shfl_xor_sync(0xffffffffu, x1, 1);
+  const int r = (lane >> 2) + (odd ? 8 : 0);
+  if (r >= valid_rows) return;
+  float* dst = tile + r * ld + ((lane & 3) >> 1) * 4;
+  if (odd) AtomicAdd4(dst, y0, y1, acc[2], acc[3]);
+  else AtomicAdd4(dst, acc[0], acc[1], y0, y1);
+}
+
 // p[0] += a, p[1] += b in global memory (p 8-byte aligned): one vector reduction on sm_90+, two atomics before.
 __device__ __forceinline__ void AtomicAdd2(float* p, float a, float b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -81,6 +141,9 @@ __device__ __forceinline__ void AtomicAdd2(float* p, float a, float b) {
 
 // +infinity without <cmath> (NVRTC has no INFINITY macro).
 __device__ __forceinline__ float Inf() { return __int_as_float(0x7f800000); }
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
 
 // 2^x with the hardware approximation (relative error ~2^-22); ex2(-inf) = +0.
 __device__ __forceinline__ float FastExp2(float x) {

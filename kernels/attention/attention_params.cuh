@@ -11,6 +11,15 @@
 #define DFLASH_HD inline
 #endif
 
+// Measurement hook, 0 in every real build (the tuner never sets it): tools/device/attention_check.py --ablate
+// compiles extra copies of a kernel with bits set to time it with one stage left out (H200.md: "time variants that
+// leave one stage out"). Bits: 1 backward without the dQ reductions (the dQ product still runs), 2 backward
+// without the dQ phase, 4 backward without the dV/dK products, 8 forward without P V, 16 forward without the
+// exponentials (P = S). The results of an ablated kernel are wrong by design.
+#ifndef DFLASH_ATTN_ABLATE
+#define DFLASH_ATTN_ABLATE 0
+#endif
+
 namespace dflash_attn {
 
 // Mask kinds (dflash-training.md section 4 for the DFlash ones).
@@ -84,6 +93,11 @@ DFLASH_HD constexpr int FwdSmemBytes(int d, int bm, int bn, int stages) {
 // Backward dK/dV kernel: K, V tiles; Q, dO tiles per stage; the dS tile; per-row LSE, delta, row spans.
 DFLASH_HD constexpr int BwdSmemBytes(int d, int bm, int bn, int stages) {
   return (2 * bn * d + 2 * stages * bm * d + bm * bn) * 2 + stages * bm * (4 + 4 + 16) + kMaxTiles;
+}
+// Backward 2-D kernel (attention_bwd2d.cuh): K, V tiles; Q, dO tiles per stage; the P^T and dS^T tiles; per-row
+// LSE, delta, row spans.
+DFLASH_HD constexpr int Bwd2dSmemBytes(int d, int bm, int bn, int stages) {
+  return (2 * bn * d + 2 * stages * bm * d + 2 * bm * bn) * 2 + stages * bm * (4 + 4 + 16) + kMaxTiles;
 }
 // Backward dQ kernel (separate pass): Q, dO tiles; K, V tiles per stage.
 DFLASH_HD constexpr int BwdDqSmemBytes(int d, int bm, int bn, int stages) {

@@ -10,7 +10,8 @@ from the spec text (dflash-training.md section 4). Pass rule (FlashAttention's):
 |plain bf16 torch - fp64| + 1e-4, no NaN anywhere, rows that see nothing exactly 0 with LSE -inf. Outputs are
 poisoned with NaN before every launch and inputs are fresh random draws for every case.
 
-Usage: python3 tools/device/attention_check.py [--out DIR] [--arch sm_90] [--quick] [--bench]
+Usage: python3 tools/device/attention_check.py [--out DIR] [--arch sm_90] [--quick] [--bench | --bench-ours] [--ablate]
+(--bench: ours vs flex / SDPA; --bench-ours: ours only; --ablate: also time kernels with one stage left out)
 """
 import argparse
 import concurrent.futures
@@ -60,6 +61,10 @@ def bwd_smem(d, bm, bn, st):
     return (2 * bn * d + 2 * st * bm * d + bm * bn) * 2 + st * bm * 24 + MAX_TILES
 
 
+def bwd2d_smem(d, bm, bn, st):
+    return (2 * bn * d + 2 * st * bm * d + 2 * bm * bn) * 2 + st * bm * 24 + MAX_TILES
+
+
 def dq_smem(d, bm, bn, st):
     return (2 * bm * d + 2 * st * bn * d) * 2 + MAX_TILES
 
@@ -88,17 +93,19 @@ class Driver:
             self.cu.cuGetErrorString(r, ctypes.byref(s))
             raise RuntimeError(f"{what}: CUDA error {r} ({s.value.decode() if s.value else '?'})")
 
-    def load(self, cubin_path, names):
+    def load(self, cubin_path, names, ablate=0):
         data = open(cubin_path, "rb").read()
         mod = ctypes.c_void_p()
         self.check(self.cu.cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(data)), f"load {cubin_path}")
         for n in names:
             f = ctypes.c_void_p()
             self.check(self.cu.cuModuleGetFunction(ctypes.byref(f), mod, n.encode()), f"get {n}")
-            self.funcs[n] = f
+            self.funcs[(n, ablate)] = f
+
+    ablate = 0  # DFLASH_ATTN_ABLATE bits of the kernels launch() picks (falls back to the real build)
 
     def launch(self, name, grid, threads, smem, params):
-        f = self.funcs[name]
+        f = self.funcs.get((name, self.ablate)) or self.funcs[(name, 0)]
         if smem > 48 * 1024:
             self.check(self.cu.cuFuncSetAttribute(f, 8, ctypes.c_int(smem)), f"smem attr {name}")
         arg = ctypes.c_void_p(ctypes.addressof(params))
@@ -108,23 +115,24 @@ class Driver:
                                           argv, None), f"launch {name} grid={grid} smem={smem}")
 
 
-def compile_all(kernels, arch, outdir, log):
+def compile_all(kernels, arch, outdir, log, ablate=0, ngroups=12):
     """kernels: set of (name, args). Compiles them in parallel groups; returns list of (cubin, mangled names)."""
     kernels = sorted(kernels, key=str)
-    groups = [kernels[i::12] for i in range(12)]
+    groups = [kernels[i::ngroups] for i in range(ngroups)]
     groups = [g for g in groups if g]
     jobs = []
     for i, g in enumerate(groups):
-        src = os.path.join(outdir, f"inst{i}.cu")
+        src = os.path.join(outdir, f"inst{i}_a{ablate}.cu")
         with open(src, "w") as f:
             f.write('#include "attention_kernels.cu"\n')
             for name, args in g:
                 f.write(f"template __global__ void {texpr(name, args)}(const dflash_attn::AttnParams);\n")
-        jobs.append((src, os.path.join(outdir, f"inst{i}.cubin"), [mangle(n, a) for n, a in g]))
+        jobs.append((src, os.path.join(outdir, f"inst{i}_a{ablate}.cubin"), [mangle(n, a) for n, a in g]))
 
     def run(job):
         src, cub, _ = job
-        cmd = [NVCC, "-std=c++17", f"-arch={arch}", "-cubin", "-O3", "-I", KDIR, "-Xptxas", "-v", src, "-o", cub]
+        cmd = [NVCC, "-std=c++17", f"-arch={arch}", "-cubin", "-O3", f"-DDFLASH_ATTN_ABLATE={ablate}", "-I", KDIR,
+               "-Xptxas", "-v", src, "-o", cub]
         r = subprocess.run(cmd, capture_output=True, text=True)
         return r.returncode, r.stdout + r.stderr
 
@@ -225,9 +233,12 @@ def empty_like_layout(c, heads, seq, layout):
 FWD_VARIANTS = {64: [(64, 64, 4, 2), (128, 64, 4, 1), (128, 128, 8, 2)],
                 128: [(64, 64, 4, 2), (128, 64, 8, 2), (128, 32, 4, 1), (128, 32, 4, 2), (128, 64, 4, 2)],
                 256: [(64, 32, 4, 2), (64, 64, 4, 1)]}
-# (block_m, block_n, stages, dq_mode); warps = block_n / 16; dq_mode 0 = atomic, 1 = separate pass (tile block_m x 64)
-BWD_VARIANTS = {64: [(64, 64, 1, 0), (64, 128, 2, 1), (32, 64, 2, 0)],
-                128: [(64, 64, 1, 0), (32, 64, 2, 0), (64, 64, 1, 1), (128, 128, 1, 0)]}
+# (block_m, block_n, stages, dq_mode[, warp_layout]); warps = block_n / 16; dq_mode 0 = atomic, 1 = separate pass
+# (tile block_m x 64); warp_layout 1 (default) = AttnBwdKv, 2 = AttnBwdKv2d (FlashAttention-2's 2-D layout)
+BWD_VARIANTS = {64: [(64, 64, 1, 0), (64, 128, 2, 1), (32, 64, 2, 0), (16, 64, 1, 0), (64, 128, 1, 0, 2),
+                     (64, 64, 2, 0, 2)],
+                128: [(64, 64, 1, 0), (32, 64, 2, 0), (64, 64, 1, 1), (64, 128, 2, 0), (32, 128, 1, 0),
+                      (64, 128, 1, 0, 2), (64, 128, 2, 0, 2), (64, 64, 1, 0, 2)]}
 
 
 def fwd_kernel(D, cfg, mk):
@@ -236,8 +247,12 @@ def fwd_kernel(D, cfg, mk):
 
 
 def bwd_kernels(D, cfg, mk):
-    bm, bn, st, dqm = cfg
-    ks = [("AttnBwdPre", (D, dqm == 0)), ("AttnBwdKv", (D, bm, bn, bn // 16, st, mk, dqm == 0))]
+    bm, bn, st, dqm = cfg[:4]
+    if len(cfg) > 4 and cfg[4] == 2:
+        kv = ("AttnBwdKv2d", (D, bm, bn, bn // 16, st, mk))
+    else:
+        kv = ("AttnBwdKv", (D, bm, bn, bn // 16, st, mk, dqm == 0))
+    ks = [("AttnBwdPre", (D, dqm == 0)), kv]
     if dqm == 0:
         ks.append(("AttnBwdDqConvert", (D,)))
     else:
@@ -309,13 +324,14 @@ def run_fwd(drv, c, t, cfg):
 
 def run_bwd(drv, c, t, cfg):
     D = c.D
-    bm, bn, st, dqm = cfg
+    bm, bn, st, dqm = cfg[:4]
     P = AttnParams()
     fill_params(c, P, t)
     ks = bwd_kernels(D, cfg, MASKS[c.mask])
     pre_grid = (math.ceil(c.Sq / 32), c.Hq, c.B)
     drv.launch(mangle(*ks[0]), pre_grid, 128, 0, P)
-    drv.launch(mangle(*ks[1]), (math.ceil(c.Skv / bn), c.Hkv, c.B), bn // 16 * 32, bwd_smem(D, bm, bn, st), P)
+    smem = bwd2d_smem(D, bm, bn, st) if ks[1][0] == "AttnBwdKv2d" else bwd_smem(D, bm, bn, st)
+    drv.launch(mangle(*ks[1]), (math.ceil(c.Skv / bn), c.Hkv, c.B), bn // 16 * 32, smem, P)
     if dqm == 0:
         drv.launch(mangle(*ks[2]), pre_grid, 128, 0, P)
     else:
@@ -428,15 +444,15 @@ def cases(quick):
 
 
 BENCH_FWD = [(64, 64, 4, 2), (128, 64, 8, 2), (128, 32, 4, 2), (128, 64, 4, 2)]
-BENCH_BWD = [(64, 64, 1, 0), (64, 64, 1, 1), (64, 128, 1, 1), (32, 64, 2, 1)]
+BENCH_BWD = [(64, 64, 1, 0), (64, 128, 1, 0), (64, 128, 1, 0, 2), (64, 128, 2, 0, 2), (64, 64, 1, 0, 2)]
 
 
-def bench(drv, out):
+def bench(drv, out, ours_only=False):
     """Side-by-side timings (not a tuned benchmark): our variants, compiled flex_attention (DFlash full layer) and
     SDPA's flash backend (dense causal), median of 10 after 3 warm-ups, useful FLOPs as in kernels.md."""
     rng = random.Random(7)
     res = []
-    for mask in ("dflash_full", "dflash_sliding"):
+    for mask in ("dflash_full",) if ours_only else ("dflash_full", "dflash_sliding"):
         c = dflash_case("bench " + mask, mask, 1, 32, 8, 512, 8192, 128, rng)
         t = make_inputs(c)
         pairs = dense_pairs(c)
@@ -448,7 +464,7 @@ def bench(drv, out):
         for cfg in BENCH_BWD:
             tb = time_ms(lambda: run_bwd(drv, c, t, cfg))
             res.append(f"{mask:15s} ours bwd {cfg} {tb:.3f} ms {2.5 * fl / tb / 1e9:.0f} TF/s")
-        if mask == "dflash_full":
+        if mask == "dflash_full" and not ours_only:
             try:
                 res += bench_flex(c, t, fl)
             except Exception as e:  # the comparison must not hide our numbers
@@ -464,6 +480,8 @@ def bench(drv, out):
     for cfg in BENCH_BWD:
         tb = time_ms(lambda: run_bwd(drv, c, t, cfg))
         res.append(f"causal 8192     ours bwd {cfg} {tb:.3f} ms {2.5 * fl / tb / 1e9:.0f} TF/s")
+    if ours_only:
+        return res
     try:
         from torch.nn.attention import SDPBackend, sdpa_kernel
         q = t["q4"].detach().clone().requires_grad_()
@@ -513,6 +531,39 @@ def bench_flex(c, t, fl):
             f"first call {compile_s:.1f} s"]
 
 
+ABLATE_FWD = (128, 64, 4, 2)
+ABLATE_BWD = (64, 128, 1, 0, 2)
+ABLATIONS = {0: "all stages", 1: "bwd: no dQ reductions", 2: "bwd: no dQ phase", 4: "bwd: no dV/dK products",
+             8: "fwd: no P V", 16: "fwd: no exponentials"}
+
+
+def ablation_kernels():
+    ks = set()
+    for mk in (1, 3):
+        ks.add(fwd_kernel(128, ABLATE_FWD, mk))
+        ks.update(k for k in bwd_kernels(128, ABLATE_BWD, mk) if k[0].startswith("AttnBwdKv"))
+    return ks
+
+
+def ablate(drv):
+    """Times the forward and backward with one stage left out (DFLASH_ATTN_ABLATE bits): where the time goes."""
+    rng = random.Random(7)
+    shapes = [("dflash_full", dflash_case("ablate full", "dflash_full", 1, 32, 8, 512, 8192, 128, rng)),
+              ("causal 8192", Case("ablate causal", "causal", 1, 32, 32, 8192, 8192, 128, layout="bhsd"))]
+    res = []
+    for label, c in shapes:
+        t = make_inputs(c)
+        run_fwd(drv, c, t, ABLATE_FWD)
+        for bits, what in ABLATIONS.items():
+            drv.ablate = bits
+            if bits in (0, 8, 16):
+                res.append(f"ablate {label:12s} fwd {ABLATE_FWD} {what:24s} {time_ms(lambda: run_fwd(drv, c, t, ABLATE_FWD)):.3f} ms")
+            if bits in (0, 1, 2, 4):
+                res.append(f"ablate {label:12s} bwd {ABLATE_BWD} {what:24s} {time_ms(lambda: run_bwd(drv, c, t, ABLATE_BWD)):.3f} ms")
+        drv.ablate = 0
+    return res
+
+
 def dense_pairs(c):
     return int(dense_mask(c)[0].sum().item())
 
@@ -540,6 +591,8 @@ def main():
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--bench-ours", action="store_true", help="time our variants only (no flex / SDPA; DFlash full, causal)")
+    ap.add_argument("--ablate", action="store_true", help="also time kernels with one stage left out (DFLASH_ATTN_ABLATE)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.build_dir, exist_ok=True)
@@ -552,17 +605,22 @@ def main():
         if c.bwd:
             for cfg in BWD_VARIANTS[c.D]:
                 kernels.update(bwd_kernels(c.D, cfg, mk))
-    if args.bench:
+    if args.bench or args.bench_ours:
         for mk in (1, 3, 4):
             for cfg in BENCH_FWD:
                 kernels.add(fwd_kernel(128, cfg, mk))
             for cfg in BENCH_BWD:
                 kernels.update(bwd_kernels(128, cfg, mk))
     with open(os.path.join(args.out, "compile.log"), "w") as log:
-        mods = compile_all(kernels, args.arch, args.build_dir, log)
+        mods = [(cub, names, 0) for cub, names in compile_all(kernels, args.arch, args.build_dir, log)]
+        if args.ablate:
+            for bits in ABLATIONS:
+                if bits:
+                    mods += [(cub, names, bits) for cub, names in
+                             compile_all(ablation_kernels(), args.arch, args.build_dir, log, ablate=bits, ngroups=4)]
     drv = Driver()
-    for cub, names in mods:
-        drv.load(cub, names)
+    for cub, names, bits in mods:
+        drv.load(cub, names, bits)
     rows, all_ok = [], True
     for i, c in enumerate(cs):
         try:
@@ -575,7 +633,9 @@ def main():
     with open(os.path.join(args.out, "check.txt"), "w") as f:
         for r in rows:
             f.write(f"{'PASS' if r[2] else 'FAIL'} | {r[0]:26s} | {r[1]:16s} | {r[3]}\n")
-    bench_rows = bench(drv, args.out) if args.bench else []
+    bench_rows = bench(drv, args.out, ours_only=args.bench_ours) if args.bench or args.bench_ours else []
+    if args.ablate:
+        bench_rows += ablate(drv)
     print("\nresult | case | variant | kernel err / bf16-torch err (max abs vs fp64)")
     for r in rows:
         print(f"{'PASS' if r[2] else 'FAIL'} | {r[0]:26s} | {r[1]:16s} | {r[3]}")

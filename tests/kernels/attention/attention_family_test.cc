@@ -9,6 +9,7 @@
 #include "kernels/attention/attention_api.h"
 #include "kernels/attention/attention_config.h"
 #include "kernels/attention/attention_family.h"
+#include "kernels/attention/attention_params.cuh"
 #include "kernels/attention/attention_problem.h"
 #include "kernels/attention/reference.h"
 
@@ -60,7 +61,7 @@ TEST(AttentionConfig, SpacesHaveTheTunablesTheIssueAsksFor) {
   for (const auto& p : ForwardFamily().params()) fwd.insert(p.name);
   for (const auto& p : BackwardFamily().params()) bwd.insert(p.name);
   EXPECT_EQ(fwd, (std::set<std::string>{"block_m", "block_n", "warps", "stages"}));
-  EXPECT_EQ(bwd, (std::set<std::string>{"block_m", "block_n", "stages", "dq_mode"}));
+  EXPECT_EQ(bwd, (std::set<std::string>{"block_m", "block_n", "stages", "dq_mode", "warp_layout"}));
   EXPECT_EQ(ForwardFamily().name(), "attention_fwd");
   EXPECT_EQ(BackwardFamily().name(), "attention_bwd");
 }
@@ -72,6 +73,14 @@ TEST(AttentionConfig, InvalidConfigsSayWhy) {
   EXPECT_EQ(ForwardInvalidReason({{"block_m", 64}, {"block_n", 64}, {"warps", 4}, {"stages", 2}}, s), "");
   EXPECT_NE(BackwardInvalidReason({{"block_m", 64}, {"block_n", 96}, {"stages", 1}, {"dq_mode", 0}}, s), "");
   EXPECT_EQ(BackwardInvalidReason({{"block_m", 64}, {"block_n", 64}, {"stages", 1}, {"dq_mode", 0}}, s), "");
+  // The 2-D warp layout: (block_n / 32) * (block_m / 32) warps must equal the launch's block_n / 16, dQ by atomics.
+  EXPECT_EQ(BackwardInvalidReason({{"block_m", 64}, {"block_n", 128}, {"stages", 1}, {"dq_mode", 0}, {"warp_layout", 2}}, s), "");
+  EXPECT_NE(BackwardInvalidReason({{"block_m", 32}, {"block_n", 128}, {"stages", 1}, {"dq_mode", 0}, {"warp_layout", 2}}, s)
+                .find("block_m 64"), std::string::npos);
+  EXPECT_NE(BackwardInvalidReason({{"block_m", 64}, {"block_n", 128}, {"stages", 1}, {"dq_mode", 1}, {"warp_layout", 2}}, s)
+                .find("dq_mode 0"), std::string::npos);
+  EXPECT_NE(BackwardInvalidReason({{"block_m", 64}, {"block_n", 128}, {"stages", 1}, {"dq_mode", 0}, {"warp_layout", 3}}, s),
+            "");
   // A sequence longer than the tile-class table allows is refused for the config, not silently wrong.
   ProblemSpec longs = s;
   longs.mask = 0;
@@ -96,6 +105,13 @@ TEST(AttentionConfig, LaunchesCoverEveryRowAndNameTheMaskKind) {
   EXPECT_EQ(b[2].name_expression, "dflash_attn::AttnBwdDqConvert<128>");
   auto b1 = BackwardLaunches({{"block_m", 64}, {"block_n", 64}, {"stages", 1}, {"dq_mode", 1}}, s);
   EXPECT_EQ(b1[2].name_expression, "dflash_attn::AttnBwdDq<128,64,64,4,1,3>");
+  auto b2 = BackwardLaunches({{"block_m", 64}, {"block_n", 128}, {"stages", 2}, {"dq_mode", 0}, {"warp_layout", 2}}, s);
+  ASSERT_EQ(b2.size(), 3u);
+  EXPECT_EQ(b2[1].name_expression, "dflash_attn::AttnBwdKv2d<128,64,128,8,2,3>");
+  EXPECT_EQ(b2[1].threads, 256u);
+  EXPECT_EQ(b2[1].shared_bytes, static_cast<unsigned>((2 * 128 * 128 + 2 * 2 * 64 * 128 + 2 * 64 * 128) * 2 +
+                                                      2 * 64 * 24 + dflash_attn::kMaxTiles));
+  EXPECT_EQ(b2[2].name_expression, "dflash_attn::AttnBwdDqConvert<128>");
 }
 
 TEST(AttentionApi, BackwardWorkspaceIsRowsNotScores) {

@@ -106,6 +106,7 @@ const tuner::Config kFwd = {{"block_m", 64}, {"block_n", 64}, {"warps", 4}, {"st
 const tuner::Config kFwd8 = {{"block_m", 128}, {"block_n", 64}, {"warps", 8}, {"stages", 1}};
 const tuner::Config kBwdAtomic = {{"block_m", 64}, {"block_n", 64}, {"stages", 1}, {"dq_mode", 0}};
 const tuner::Config kBwdSeparate = {{"block_m", 32}, {"block_n", 64}, {"stages", 2}, {"dq_mode", 1}};
+const tuner::Config kBwd2d = {{"block_m", 64}, {"block_n", 128}, {"stages", 1}, {"dq_mode", 0}, {"warp_layout", 2}};
 
 TEST_F(AttentionGpu, ForwardMatchesFloat64ForEveryMaskKind) {
   const tuner::KernelFamily* f = &ForwardFamily();
@@ -127,7 +128,7 @@ TEST_F(AttentionGpu, ForwardMatchesFloat64ForEveryMaskKind) {
 TEST_F(AttentionGpu, BackwardMatchesFloat64ForEveryMaskKindAndDqMode) {
   const tuner::KernelFamily* f = &BackwardFamily();
   std::vector<Case> cases;
-  for (const tuner::Config& cfg : {kBwdAtomic, kBwdSeparate}) {
+  for (const tuner::Config& cfg : {kBwdAtomic, kBwdSeparate, kBwd2d}) {
     for (const char* mask : {"none", "causal", "doc_causal", "dflash_full", "dflash_sliding"}) {
       const bool dflash = std::string(mask).rfind("dflash", 0) == 0;
       cases.push_back({f, Problem(mask, 8, 2, 128, dflash ? 21 * 16 : 300, dflash ? 500 + 21 * 16 : 300), cfg});

@@ -1,0 +1,208 @@
+// Fused attention backward with FlashAttention-2's two-dimensional warp layout (the dK/dV kernel; AttnBwdPre and
+// AttnBwdDqConvert of attention_bwd.cuh run before and after it). One block per (kv tile of BN rows, kv head,
+// batch), NW = (BN / 32) * (BM / 32) warps; per visible (query head of the GQA group, query tile of BM rows):
+//  1. S^T = K Q^T and dP^T = V dO^T: warp (wk, wq) computes kv rows 32 wk.. x query columns 32 wq.., then
+//     P^T = exp(S^T - LSE) and dS^T = P^T (dP^T - delta) go to shared memory as bf16 [kv][query] tiles;
+//  2. dV += P^T dO and dK += dS^T Q: warp (wk, wq) owns kv rows 32 wk.. x head-dim columns (D / QW) wq.. (the
+//     accumulators stay in registers for the whole block: dK, dV reduced over the group, written once);
+//  3. dQ_accum += dS K: warp tiles of 32 query rows x (D / DW) columns (in passes of 32), 16-byte vector
+//     reductions.
+// Compared with AttnBwdKv (each warp 16 kv rows x the whole query tile), every fragment loaded from shared memory
+// feeds more mma: 144 ldmatrix.x4 per warp and item instead of 184 for the same 320 mma (BN 128, BM 64).
+// Who may include it: attention_kernels.cu (NVRTC). Thread-safety: n/a (device code).
+#pragma once
+
+#include "attention_bwd_items.cuh"
+#include "attention_mask.cuh"
+#include "attention_mma.cuh"
+#include "attention_params.cuh"
+
+namespace dflash_attn {
+
+template <int D, int BM, int BN, int NW, int STAGES, int MASK>
+__global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
+  constexpr int NT = NW * 32;
+  constexpr int MW = BN / 32;          // kv warp rows (phases 1, 2)
+  constexpr int QW = BM / 32;          // query warp columns (phase 1) = head-dim warp columns (phase 2)
+  constexpr int DN = D / QW / 8;       // phase 2: n-tiles of 8 head-dim columns per warp
+  constexpr int QQ = BM / 32;          // phase 3: query warp rows
+  constexpr int DW = NW / QQ;          // phase 3: head-dim warp columns
+  constexpr int DQN = D / DW / 8 < 4 ? D / DW / 8 : 4;  // phase 3: n-tiles per pass (32 columns at most: registers)
+  constexpr int DQP = D / DW / 8 / DQN;                    // phase 3: passes over this warp's head-dim columns
+  static_assert(D == 64 || D == 128, "backward head dim 64 or 128");
+  static_assert(BN % 32 == 0 && BM % 32 == 0 && MW * QW == NW, "warps = (BN / 32) * (BM / 32)");
+  static_assert(DN % 2 == 0 && DQN % 2 == 0 && NW % QQ == 0, "head-dim split in pairs of n-tiles");
+  static_assert(BM == 32 || BM == 64 || BM == 128, "query tile rows: a power of two (swizzled [kv][query] tiles)");
+  static_assert(STAGES == 1 || STAGES == 2, "1 or 2 query-tile buffers");
+  static_assert(MASK >= 0 && MASK < kNumMaskKinds, "mask kind");
+
+  extern __shared__ __align__(1024) unsigned char smem[];  // WarpGemmABt's XOR addressing: tiles 256-byte aligned
+  bf16* sK = reinterpret_cast<bf16*>(smem);
+  bf16* sV = sK + BN * D;
+  bf16* sQ = sV + BN * D;
+  bf16* sdO = sQ + STAGES * BM * D;
+  bf16* sP = sdO + STAGES * BM * D;  // P^T  [kv][query]
+  bf16* sdS = sP + BN * BM;           // dS^T [kv][query]
+  RowSpan* sSpan = reinterpret_cast<RowSpan*>(sdS + BN * BM);
+  float* sLse = reinterpret_cast<float*>(sSpan + STAGES * BM);
+  float* sDelta = sLse + STAGES * BM;
+  unsigned char* sCls = reinterpret_cast<unsigned char*>(sDelta + STAGES * BM);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wk = warp % MW, wq = warp / MW;     // phases 1 and 2
+  const int wqq = warp % QQ, wdd = warp / QQ;   // phase 3
+  const int b = blockIdx.z, hk = blockIdx.y;
+  const int k0 = blockIdx.x * BN;
+  MaskParams m = p.mask;
+  m.kind = MASK;
+  const int Sq = m.seq_q, Skv = m.seq_kv;
+  const float scale_log2 = p.scale * kLog2e;
+
+  BwdLoadKvAndClassify<D, BM, BN, NT>(p, m, sK, sV, sCls, b, hk, k0, tid);
+  float dk[2][DN][4], dv[2][DN][4];
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int dj = 0; dj < DN; ++dj)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dk[mi][dj][e] = dv[mi][dj][e] = 0.f;
+
+  const BwdItemBuffers buf{sQ, sdO, sLse, sDelta, sSpan, sCls};
+  BwdForEachItem<D, BM, NT, STAGES>(p, m, buf, b, hk, tid, [&](const BwdItem& item) {
+    const int h = item.h, q0 = item.q0;
+
+    // Phase 1: this warp's 32 x 32 of S^T and dP^T, then P^T and dS^T to shared memory.
+    {
+      float s[2][4][4], dp[2][4][4];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int nj = 0; nj < 4; ++nj)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mi][nj][e] = dp[mi][nj][e] = 0.f;
+      WarpGemmABt<D, 2, 4>(s, sK, wk * 32, item.q, wq * 32, lane);
+      // P^T = exp(S^T - LSE); then dP^T = V dO^T (in the same basic block: ptxas overlaps the exponentials with
+      // its mma); then, one uniform branch, the mask of a partial tile. No branch per element.
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int nj = 0; nj < 4; ++nj)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            s[mi][nj][e] = FastExp2(fmaf(s[mi][nj][e], scale_log2, -item.lse[wq * 32 + nj * 8 + (lane & 3) * 2 + (e & 1)]));
+      WarpGemmABt<D, 2, 4>(dp, sV, wk * 32, item.dout, wq * 32, lane);
+      if (!item.full) {
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+          for (int nj = 0; nj < 4; ++nj)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int kv = k0 + wk * 32 + mi * 16 + (lane >> 2) + (e >> 1) * 8;
+              const RowSpan sp = item.span[wq * 32 + nj * 8 + (lane & 3) * 2 + (e & 1)];
+              s[mi][nj][e] = InSpan(sp, kv) ? s[mi][nj][e] : 0.f;
+            }
+      }
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int nj = 0; nj < 4; ++nj)
+#pragma unroll
+          for (int hr = 0; hr < 2; ++hr) {
+            const int kvl = wk * 32 + mi * 16 + (lane >> 2) + hr * 8;
+            const int ql = wq * 32 + nj * 8 + (lane & 3) * 2;
+            const float ds0 = s[mi][nj][hr * 2] * (dp[mi][nj][hr * 2] - item.delta[ql]);
+            const float ds1 = s[mi][nj][hr * 2 + 1] * (dp[mi][nj][hr * 2 + 1] - item.delta[ql + 1]);
+            *reinterpret_cast<unsigned*>(sP + Swz<BM>(kvl, ql)) = PackBf16(s[mi][nj][hr * 2], s[mi][nj][hr * 2 + 1]);
+            *reinterpret_cast<unsigned*>(sdS + Swz<BM>(kvl, ql)) = PackBf16(ds0, ds1);
+          }
+    }
+    __syncthreads();
+
+    // Phase 2: dV += P^T dO, dK += dS^T Q for kv rows 32 wk.. x head-dim columns (D / QW) wq...
+#pragma unroll
+    for (int kk = 0; kk < ((DFLASH_ATTN_ABLATE & 4) ? 0 : BM / 16); ++kk) {
+      unsigned ap[2][4], as[2][4];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+        const int off = Swz<BM>(wk * 32 + mi * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8);
+        Ldmatrix4(ap[mi], SmemAddr(sP + off));
+        Ldmatrix4(as[mi], SmemAddr(sdS + off));
+      }
+#pragma unroll
+      for (int dj = 0; dj < DN; dj += 2) {
+        unsigned bo[4], bq[4];
+        const int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, col = wq * (D / QW) + dj * 8 + (lane >> 4) * 8;
+        Ldmatrix4Trans(bo, SmemAddr(item.dout + Swz<D>(row, col)));
+        Ldmatrix4Trans(bq, SmemAddr(item.q + Swz<D>(row, col)));
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi) {
+          Mma16816(dv[mi][dj], ap[mi], bo[0], bo[1]);
+          Mma16816(dv[mi][dj + 1], ap[mi], bo[2], bo[3]);
+          Mma16816(dk[mi][dj], as[mi], bq[0], bq[1]);
+          Mma16816(dk[mi][dj + 1], as[mi], bq[2], bq[3]);
+        }
+      }
+    }
+
+    // Phase 3: dQ_accum[q0 + 32 wqq ..] += dS K for head-dim columns (D / DW) wdd.. in DQP passes (dS by
+    // ldmatrix.trans from the [kv][query] tile, K by ldmatrix.trans from the [kv][d] tile).
+#pragma unroll 1
+    for (int pass = 0; pass < ((DFLASH_ATTN_ABLATE & 2) ? 0 : DQP); ++pass) {
+      const int c0 = wdd * (D / DW) + pass * DQN * 8;
+      float acc[2][DQN][4];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int j = 0; j < DQN; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[mi][j][e] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        unsigned a[2][4];
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+          Ldmatrix4Trans(a[mi], SmemAddr(sdS + Swz<BM>(kk * 16 + (lane & 7) + ((lane >> 4) & 1) * 8,
+                                                       wqq * 32 + mi * 16 + ((lane >> 3) & 1) * 8)));
+#pragma unroll
+        for (int j = 0; j < DQN; j += 2) {
+          unsigned bk[4];
+          Ldmatrix4Trans(bk, SmemAddr(sK + Swz<D>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                                  c0 + j * 8 + (lane >> 4) * 8)));
+#pragma unroll
+          for (int mi = 0; mi < 2; ++mi) {
+            Mma16816(acc[mi][j], a[mi], bk[0], bk[1]);
+            Mma16816(acc[mi][j + 1], a[mi], bk[2], bk[3]);
+          }
+        }
+      }
+      float* dq_head = p.dq_accum + (static_cast<long long>(b) * p.heads_q + h) * Sq * D;
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+        const int r0 = q0 + wqq * 32 + mi * 16;
+#pragma unroll
+        for (int j = 0; j < DQN; ++j)
+          if (!(DFLASH_ATTN_ABLATE & 1) || acc[mi][j][0] == 1234.5f) AtomicAddAccTile(acc[mi][j], lane, dq_head + static_cast<long long>(r0) * D + c0 + j * 8, D,
+                           Sq - r0);
+      }
+    }
+  });  // the walk's barrier after each item also guards sP and sdS
+
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int kv = k0 + wk * 32 + mi * 16 + (lane >> 2) + hr * 8;
+      if (kv >= Skv) continue;
+      bf16* dKg = static_cast<bf16*>(p.dk) + b * p.dk_batch_stride + hk * p.dk_head_stride + kv * p.dk_seq_stride;
+      bf16* dVg = static_cast<bf16*>(p.dv) + b * p.dv_batch_stride + hk * p.dv_head_stride + kv * p.dv_seq_stride;
+#pragma unroll
+      for (int dj = 0; dj < DN; ++dj) {
+        const int c = wq * (D / QW) + dj * 8 + (lane & 3) * 2;
+        *reinterpret_cast<unsigned*>(dKg + c) = PackBf16(dk[mi][dj][hr * 2] * p.scale, dk[mi][dj][hr * 2 + 1] * p.scale);
+        *reinterpret_cast<unsigned*>(dVg + c) = PackBf16(dv[mi][dj][hr * 2], dv[mi][dj][hr * 2 + 1]);
+      }
+    }
+}
+
+}  // namespace dflash_attn

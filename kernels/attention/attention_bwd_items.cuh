@@ -1,0 +1,117 @@
+// The walk every dK/dV kernel block does (AttnBwdKv, AttnBwdKv2d): load its K and V tiles, classify every query
+// tile against its kv tile, then visit the non-empty (query head of the GQA group, query tile) items in order with
+// Q, dO, LSE (log2 units, +inf for rows that see nothing), delta and row spans of each item in shared memory
+// (cp.async for the tiles; STAGES = 2 prefetches the next item while the current one runs).
+// Who may include it: the attention backward kernels (device code only). Thread-safety: n/a (device code).
+#pragma once
+
+#include "attention_mask.cuh"
+#include "attention_mma.cuh"
+#include "attention_params.cuh"
+
+namespace dflash_attn {
+
+// Shared-memory buffers of the item walk: STAGES copies of BM rows each (cls: one byte per query tile).
+struct BwdItemBuffers {
+  bf16* q;
+  bf16* dout;
+  float* lse;
+  float* delta;
+  RowSpan* span;
+  unsigned char* cls;
+};
+
+// One visited item, as the kernels' per-item code sees it (pointers into the current stage's buffers).
+struct BwdItem {
+  int h;      // query head
+  int q0;     // first query row of the tile
+  bool full;  // every (row, kv) pair of the tile is visible: no per-element mask
+  const bf16* q;
+  const bf16* dout;
+  const float* lse;
+  const float* delta;
+  const RowSpan* span;
+};
+
+// Loads the block's K and V tiles (kv rows [k0, k0 + BN) of kv head hk) and classifies every query tile; ends
+// with a barrier (the K/V copies complete at the walk's first wait).
+template <int D, int BM, int BN, int NT>
+__device__ __forceinline__ void BwdLoadKvAndClassify(const AttnParams& p, const MaskParams& m, bf16* sK, bf16* sV,
+                                                     unsigned char* cls, int b, int hk, int k0, int tid) {
+  const int Skv = m.seq_kv, nqt = (m.seq_q + BM - 1) / BM;
+  LoadTileAsync<BN, D, NT>(sK, static_cast<const bf16*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride + k0 * p.k_seq_stride,
+                           p.k_seq_stride, Skv - k0, tid);
+  LoadTileAsync<BN, D, NT>(sV, static_cast<const bf16*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride + k0 * p.v_seq_stride,
+                           p.v_seq_stride, Skv - k0, tid);
+  CpAsyncCommit();
+  for (int t = tid; t < nqt; t += NT) cls[t] = static_cast<unsigned char>(ClassifyTile(m, b, t * BM, t * BM + BM, k0, k0 + BN));
+  __syncthreads();
+}
+
+// Issues the cp.async loads of item `item` (query head hk * G + item / nqt, query tile item % nqt; G the GQA group
+// size, nqt the number of query tiles) into buffer `stage` and fills that buffer's per-row LSE (log2 units), delta
+// and row spans.
+template <int D, int BM, int NT>
+__device__ __forceinline__ void BwdLoadItem(const AttnParams& p, const MaskParams& m, const BwdItemBuffers& buf, int b,
+                                            int hk, int G, int nqt, int item, int stage, int tid) {
+  const int Sq = m.seq_q;
+  const int h = hk * G + item / nqt;
+  const int q0 = (item % nqt) * BM;
+  LoadTileAsync<BM, D, NT>(buf.q + stage * BM * D,
+                           static_cast<const bf16*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride +
+                               static_cast<long long>(q0) * p.q_seq_stride,
+                           p.q_seq_stride, Sq - q0, tid);
+  LoadTileAsync<BM, D, NT>(buf.dout + stage * BM * D,
+                           static_cast<const bf16*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride +
+                               static_cast<long long>(q0) * p.do_seq_stride,
+                           p.do_seq_stride, Sq - q0, tid);
+  CpAsyncCommit();
+  for (int r = tid; r < BM; r += NT) {
+    const int q = q0 + r;
+    float lse = Inf(), delta = 0.f;
+    if (q < Sq) {
+      const long long row = (static_cast<long long>(b) * p.heads_q + h) * Sq + q;
+      lse = p.lse[row];
+      if (lse == -Inf()) lse = Inf();  // the row sees nothing: P = exp(S - inf) = 0
+      delta = p.delta[row];
+    }
+    buf.lse[stage * BM + r] = lse * kLog2e;
+    buf.delta[stage * BM + r] = delta;
+    buf.span[stage * BM + r] = RowVisibleSpan(m, b, q);
+  }
+}
+
+// Visits the block's non-empty items in order: body(const BwdItem&) runs after a barrier that makes the item's
+// buffers visible, and is followed by a barrier after which its buffers may be refilled. All threads call it.
+template <int D, int BM, int NT, int STAGES, typename Body>
+__device__ __forceinline__ void BwdForEachItem(const AttnParams& p, const MaskParams& m, const BwdItemBuffers& buf,
+                                               int b, int hk, int tid, Body&& body) {
+  static_assert(STAGES == 1 || STAGES == 2, "1 or 2 query-tile buffers");
+  const int nqt = (m.seq_q + BM - 1) / BM, G = p.heads_q / p.heads_kv;
+  const int nitems = G * nqt;
+  int it = NextNonEmpty(buf.cls, 0, nitems, nqt);
+  if (it < nitems) BwdLoadItem<D, BM, NT>(p, m, buf, b, hk, G, nqt, it, 0, tid);
+  int stage = 0;
+  while (it < nitems) {
+    const int itn = NextNonEmpty(buf.cls, it + 1, nitems, nqt);
+    if (STAGES > 1 && itn < nitems) {
+      BwdLoadItem<D, BM, NT>(p, m, buf, b, hk, G, nqt, itn, (stage + 1) % STAGES, tid);
+      CpAsyncWait<1>();
+    } else {
+      CpAsyncWait<0>();
+    }
+    __syncthreads();
+    const int qt = it % nqt;
+    const BwdItem item{hk * G + it / nqt, qt * BM, buf.cls[qt] == kTileFull,
+                       buf.q + stage * BM * D, buf.dout + stage * BM * D, buf.lse + stage * BM,
+                       buf.delta + stage * BM, buf.span + stage * BM};
+    body(item);
+    __syncthreads();  // this stage's buffers may be refilled now
+    if (STAGES == 1 && itn < nitems) BwdLoadItem<D, BM, NT>(p, m, buf, b, hk, G, nqt, itn, 0, tid);
+    it = itn;
+    stage = STAGES > 1 ? (stage + 1) % STAGES : 0;
+  }
+  CpAsyncWait<0>();
+}
+
+}  // namespace dflash_attn
