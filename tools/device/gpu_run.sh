@@ -3,7 +3,8 @@
 # Run from the repository root through the device tool, carrying .deb (libsqlite3-dev and libcli11-dev .debs,
 # fetched here with `apt-get download libsqlite3-dev libcli11-dev` into .deb/):
 #   bash tools/device/gpu_run.sh [--targets "t1 t2"] [--tests REGEX] [--no-tests] [--bench CMD]...
-# Logs go to $OUT (when set) and a short table is printed last.
+# Logs go to $OUT (when set) and a short table is printed last. The trainer (and its gpu tests) is built against the
+# machine's CUDA LibTorch (/opt/torch/.venv) with -DDFLASH_TORCH_CUDA=ON.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 tests_regex=""
@@ -30,9 +31,15 @@ fi
 sqlite_lib=$(ls /usr/lib/x86_64-linux-gnu/libsqlite3.so.0 2>/dev/null || true)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
 t0=$(date +%s)
+# The trainer links the machine's CUDA LibTorch (the wheel in /opt/torch/.venv); without it, the trainer is left out.
+torch_dir=/opt/torch/.venv/lib/python3.12/site-packages/torch
+torch_args=(-DDFLASH_WITH_TORCH=OFF)
+if [ -f "$torch_dir/lib/libtorch_cuda.so" ]; then
+  torch_args=(-DDFLASH_WITH_TORCH=ON -DDFLASH_TORCH_CUDA=ON -DDFLASH_TORCH_DIR="$torch_dir")
+fi
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$sysroot/usr" \
   -DSQLite3_INCLUDE_DIR="$sysroot/usr/include" -DSQLite3_LIBRARY="$sqlite_lib" \
-  -DCLI11_INCLUDE_DIR="$sysroot/usr/include" >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+  -DCLI11_INCLUDE_DIR="$sysroot/usr/include" "${torch_args[@]}" >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 # shellcheck disable=SC2086
 cmake --build build-gpu -j "$(nproc)" ${targets:+--target $targets} >"$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"

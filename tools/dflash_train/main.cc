@@ -1,12 +1,18 @@
 // dflash-train: trains a DFlash drafter for a frozen target (spec dflash-training.md). Without a subcommand it
 // trains; `--preset tiny` builds a tiny random Qwen3.5-architecture target and a synthetic dataset sampled from it,
 // trains a drafter on it and evaluates it. Exit codes: 0 done; 2 bad input or a failure (one line on stderr);
-// 130 stopped by SIGINT/SIGTERM after saving a checkpoint.
+// 130 stopped by SIGINT/SIGTERM after saving a checkpoint. `dflash-train eval` runs speculative decoding.
 #include <CLI/CLI.hpp>
 
 #include <csignal>
 #include <iostream>
 
+#include "trainer/models/drafter.h"
+#include "trainer/ops/reference_ops.h"
+#include "trainer/train/evaluate.h"
+#include "trainer/train/ops_setup.h"
+#include "trainer/train/tiny_preset.h"
+#include "trainer/train/train_checkpoint.h"
 #include "trainer/train/trainer.h"
 
 namespace {
@@ -83,21 +89,97 @@ int Train(const TrainOptions& options) {
   return 0;
 }
 
+// The tiny preset: prepare the target and data, measure tau of the untrained drafter, train, measure it again.
+int TinyPreset(TrainOptions options, const CLI::App& app, const dflash::trainer::TinyPresetSize& size) {
+  if (options.output_dir.empty()) options.output_dir = "dflash-tiny-run";
+  const std::filesystem::path preset_dir = options.output_dir / "preset";
+  if (Status s = PrepareTinyPreset(preset_dir, size, std::cerr); !s.ok()) return Fail(s);
+  // Preset values for everything the command line did not set.
+  TrainOptions preset = TinyPresetOptions(preset_dir, options.output_dir);
+  auto given = [&](const char* name) { return app.get_option(name)->count() > 0; };
+  if (!given("--target")) options.target_dir = preset.target_dir;
+  if (!given("--drafter-config") && !given("--drafter-init")) options.drafter_config = preset.drafter_config;
+  if (!given("--data")) options.data = preset.data;
+  if (!given("--max-length")) options.max_length = preset.max_length;
+  if (!given("--anchors")) options.num_anchors = preset.num_anchors;
+  if (!given("--epochs")) options.epochs = preset.epochs;
+  if (!given("--lr")) options.lr = preset.lr;
+  if (!given("--save-every")) options.save_every = preset.save_every;
+
+  EvalOptions eval;
+  eval.target_dir = options.target_dir;
+  eval.prompts = preset_dir / "data" / "eval_prompts.jsonl";
+  eval.max_new_tokens = 96;
+  eval.device = options.device;
+  eval.compute_dtype = options.compute_dtype;
+  if (!options.resume) {
+    // tau of the freshly initialised drafter (the same seed the run starts from), for comparison.
+    auto trainer = Trainer::Create(options, std::cerr);
+    if (!trainer.ok()) return Fail(trainer.status());
+    eval.drafter_dir = options.output_dir / "initial-drafter";
+    if (Status s = (*trainer)->drafter().Save(eval.drafter_dir); !s.ok()) return Fail(s);
+    eval.report = options.output_dir / "eval-initial.json";
+    if (auto r = RunEval(eval, std::cerr); !r.ok()) return Fail(r.status());
+    std::filesystem::remove_all(options.output_dir / "checkpoints");
+    std::filesystem::remove(options.output_dir / "metrics.jsonl");
+  }
+  if (int rc = Train(options); rc != 0) return rc;
+  auto latest = LatestCheckpoint(options.output_dir);
+  if (!latest.ok()) return Fail(latest.status());
+  eval.drafter_dir = *latest / "drafter";
+  eval.report = options.output_dir / "eval-trained.json";
+  if (auto r = RunEval(eval, std::cerr); !r.ok()) return Fail(r.status());
+  std::cerr << "tiny preset done: metrics in " << (options.output_dir / "metrics.jsonl").string()
+            << ", tau before/after in eval-initial.json / eval-trained.json\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"dflash-train: trains a DFlash block-diffusion drafter for a frozen target model"};
+  app.require_subcommand(0, 1);
   TrainOptions options;
-  std::string row_mode = "pad", kernels = "auto";
+  std::string row_mode = "pad", kernels = "auto", preset;
   AddTrainOptions(app, options, row_mode, kernels);
+  app.add_option("--preset", preset, "tiny: a tiny random Qwen3.5-architecture target and synthetic data, "
+                                     "trained and evaluated end to end (fills every unset option)");
+  TinyPresetSize tiny;
+  app.add_option("--preset-samples", tiny.samples, "tiny preset: training samples")->capture_default_str();
+  int threads = 0;
+  app.add_option("--threads", threads,
+                 "CPU threads of LibTorch (0: its default; the tiny preset uses 1: its many small ops run slower "
+                 "with more, spinning OpenMP threads)");
+
+  CLI::App* eval_cmd = app.add_subcommand("eval", "Speculative decoding with a saved drafter: tau and speedup");
+  EvalOptions eval;
+  eval_cmd->add_option("--target", eval.target_dir, "Target model folder")->required();
+  eval_cmd->add_option("--drafter", eval.drafter_dir, "Saved drafter folder (checkpoints/step-N/drafter)")
+      ->required();
+  eval_cmd->add_option("--prompts", eval.prompts, "JSONL of prompts (input_ids)")->required();
+  eval_cmd->add_option("--max-prompts", eval.max_prompts, "0: all")->capture_default_str();
+  eval_cmd->add_option("--max-new-tokens", eval.max_new_tokens, "Tokens generated per prompt")->capture_default_str();
+  eval_cmd->add_option("--device", eval.device, "auto, cpu, cuda or cuda:N")->capture_default_str();
+  eval_cmd->add_option("--dtype", eval.compute_dtype, "auto, bf16, fp32")->capture_default_str();
+  eval_cmd->add_option("--report", eval.report, "Also write the report as JSON");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : kExitError;
   }
-  if (Status s = ApplyChoices(options, row_mode, kernels); !s.ok()) return Fail(s);
   try {
+    if (eval_cmd->parsed()) {
+      auto r = RunEval(eval, std::cout);
+      return r.ok() ? 0 : Fail(r.status());
+    }
+    if (Status s = ApplyChoices(options, row_mode, kernels); !s.ok()) return Fail(s);
+    if (threads == 0 && !preset.empty()) threads = 1;
+    if (threads > 0) torch::set_num_threads(threads);
+    if (!preset.empty()) {
+      if (preset != "tiny") return Fail(dflash::InvalidArgument("--preset " + preset + ": the only preset is tiny"));
+      return TinyPreset(options, app, tiny);
+    }
     return Train(options);
   } catch (const std::exception& e) {
     std::cerr << "dflash-train: internal error: " << e.what() << "\n";

@@ -1,5 +1,8 @@
 #include "trainer/train/ops_setup.h"
 
+#include <cstdio>
+
+#include "trainer/ops/cached_kernel_ops.h"
 #include "trainer/ops/reference_ops.h"
 
 namespace dflash::trainer {
@@ -41,15 +44,78 @@ Result<RunDevice> ResolveDevice(const TrainOptions& options) {
   return out;
 }
 
-Result<std::unique_ptr<Ops>> MakeOps(const TrainOptions& options, const RunDevice& device, const TargetConfig& target,
-                                     const DrafterConfig& drafter, std::ostream& log) {
+std::vector<OpShape> RunOpShapes(const TrainOptions& o, const TargetConfig& t, const DrafterConfig& d) {
+  std::vector<OpShape> shapes;
+  const std::int64_t docs = o.row_mode == data::RowMode::kPack ? kMinPackedDocs : 1;
+  if (t.arch == TargetArch::kQwen3_5Hybrid) {
+    const std::int64_t channels = 2 * t.linear_num_key_heads * t.linear_key_head_dim +
+                                  t.linear_num_value_heads * t.linear_value_head_dim;
+    shapes.push_back(OpShape::Conv1d(o.max_length, channels, docs));
+    shapes.push_back(OpShape::GatedDeltaRule(o.max_length, static_cast<int>(t.linear_num_key_heads),
+                                             static_cast<int>(t.linear_num_value_heads), docs));
+  }
+  shapes.push_back(OpShape::CausalAttention(o.max_length, docs, t.num_attention_heads, t.num_key_value_heads,
+                                            t.head_dim));
+  bool full = false, sliding = false;
+  for (auto kind : d.layer_kinds) (kind == DrafterLayerKind::kFullAttention ? full : sliding) = true;
+  if (d.layer_kinds.empty()) full = true;
+  if (full) {
+    shapes.push_back(OpShape::DraftAttention(o.max_length, o.num_anchors, d.block_size, 0, d.num_attention_heads,
+                                             d.num_key_value_heads, d.head_dim));
+  }
+  if (sliding && d.sliding_window) {
+    shapes.push_back(OpShape::DraftAttention(o.max_length, o.num_anchors, d.block_size, *d.sliding_window,
+                                             d.num_attention_heads, d.num_key_value_heads, d.head_dim));
+  }
+  return shapes;
+}
+
+namespace {
+void PrintProvenance(std::ostream& log, const std::vector<KernelUse>& uses) {
+  log << "kernels: tuned winners from the cache (no JIT, no autotuning at training time)\n";
+  char line[320];
+  std::snprintf(line, sizeof line, "  %-30s %-14s %-12s %10s  %s\n", "operation", "family", "entry", "tuned ms",
+                "variant");
+  log << line;
+  for (const auto& u : uses) {
+    std::snprintf(line, sizeof line, "  %-30s %-14s %-12s %10.4f  %s\n", u.operation.c_str(), u.family.c_str(),
+                  u.key_digest.substr(0, 12).c_str(), u.tuned_ms, u.config.c_str());
+    log << line;
+  }
+}
+}  // namespace
+
+Result<OpsBackend> MakeOps(const TrainOptions& options, const RunDevice& device, const TargetConfig& target,
+                           const DrafterConfig& drafter, std::ostream& log) {
   const bool cached = options.kernels == KernelBackend::kCached ||
                       (options.kernels == KernelBackend::kAuto && device.device.is_cuda());
+  OpsBackend backend;
   if (!cached) {
     log << "kernels: LibTorch reference operations on " << device.device.str() << "\n";
-    return MakeReferenceOps();
+    backend.ops = MakeReferenceOps();
+    return backend;
   }
-  return Unsupported("the cached-kernel backend is not wired into dflash-train yet; use --kernels reference");
+  if (!device.device.is_cuda()) return InvalidArgument("--kernels cached needs a GPU device (--device cuda)");
+  if (device.compute_dtype != torch::kBFloat16) {
+    return InvalidArgument("--kernels cached runs bf16 kernels: use --dtype bf16 (or auto)");
+  }
+  cache::CacheOptions cache_options;
+  cache_options.dir = options.cache_dir.empty() ? cache::DefaultCacheDir() : options.cache_dir;
+  cache_options.create = options.tune_missing;
+  auto opened = cache::KernelCache::Open(cache_options);
+  if (!opened.ok()) {
+    return opened.status().WithContext("kernel cache " + cache_options.dir.string() +
+                                       " (fill it with `dflash-tune warmup`, or pass --tune-missing)");
+  }
+  backend.cache = std::move(*opened);
+  DFLASH_ASSIGN_OR_RETURN(auto ops, CachedKernelOps::Create(*backend.cache, device.device.index()));
+  const auto shapes = RunOpShapes(options, target, drafter);
+  Result<std::vector<KernelUse>> uses = options.tune_missing ? ops->TuneMissing(shapes, tuner::TuneOptions{})
+                                                             : ops->Prepare(shapes);
+  if (!uses.ok()) return uses.status();
+  PrintProvenance(log, *uses);
+  backend.ops = std::move(ops);
+  return backend;
 }
 
 }  // namespace dflash::trainer

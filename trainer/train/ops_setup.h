@@ -7,9 +7,12 @@
 
 #include <memory>
 #include <ostream>
+#include <vector>
 
 #include "cache/status.h"
 #include "trainer/checkpoint/model_config.h"
+#include "cache/kernel_cache.h"
+#include "trainer/ops/kernel_requests.h"
 #include "trainer/ops/ops.h"
 #include "trainer/train/train_options.h"
 
@@ -24,7 +27,17 @@ struct RunDevice {
 // unknown device or dtype name, Unsupported for cuda without a GPU / CUDA backend.
 Result<RunDevice> ResolveDevice(const TrainOptions& options);
 
-Result<std::unique_ptr<Ops>> MakeOps(const TrainOptions& options, const RunDevice& device, const TargetConfig& target,
-                                     const DrafterConfig& drafter, std::ostream& log);
+// The backend and what it needs to stay alive (the kernel cache the cached kernels were loaded from).
+struct OpsBackend {
+  std::unique_ptr<cache::KernelCache> cache;  // null for the reference backend
+  std::unique_ptr<Ops> ops;
+};
+
+// The kernel shapes a run with these options launches (rows of up to max_length tokens, num_anchors blocks).
+std::vector<OpShape> RunOpShapes(const TrainOptions& options, const TargetConfig& target,
+                                 const DrafterConfig& drafter);
+
+Result<OpsBackend> MakeOps(const TrainOptions& options, const RunDevice& device, const TargetConfig& target,
+                           const DrafterConfig& drafter, std::ostream& log);
 
 }  // namespace dflash::trainer

@@ -37,10 +37,15 @@ Result<RowResult> TrainRow(const data::Row& row, const TargetModel& target, cons
   result.context_tokens = T;
   result.weight_sum = targets.weight_sum;
 
+  // The context the target runs over: the real tokens, or the whole row (fixed_shapes, one document).
+  const bool whole_row = options.fixed_shapes && row.num_documents() <= 1;
+  const auto context_len = whole_row ? static_cast<std::int64_t>(row.input_ids.size()) : T;
   const torch::Tensor cu_seqlens =
-      torch::from_blob(const_cast<std::int32_t*>(row.cu_seqlens.data()),
-                       {static_cast<std::int64_t>(row.cu_seqlens.size())}, torch::kInt32).clone();
-  const torch::Tensor input_ids = ToTensor(ids, torch::kLong, device);
+      whole_row ? torch::tensor({0, static_cast<std::int32_t>(context_len)}, torch::kInt32)
+                : torch::from_blob(const_cast<std::int32_t*>(row.cu_seqlens.data()),
+                                   {static_cast<std::int64_t>(row.cu_seqlens.size())}, torch::kInt32).clone();
+  const torch::Tensor input_ids =
+      ToTensor(std::span<const std::int32_t>(row.input_ids.data(), context_len), torch::kLong, device);
   torch::Tensor features;
   {
     torch::NoGradGuard no_grad;
@@ -52,7 +57,7 @@ Result<RowResult> TrainRow(const data::Row& row, const TargetModel& target, cons
   mask.valid = torch::from_blob(blocks.valid.data(), {blocks.num_blocks}, torch::kUInt8).to(device, torch::kUInt8,
                                                                                          false, /*copy=*/true);
   if (row.num_documents() > 1) mask.doc_start = ToTensor(blocks.doc_start, torch::kInt32, device);
-  mask.context_len = T;
+  mask.context_len = context_len;
   mask.block_size = blocks.block_size;
 
   const auto labels = ToTensor(targets.labels, torch::kLong, device);
@@ -60,7 +65,10 @@ Result<RowResult> TrainRow(const data::Row& row, const TargetModel& target, cons
                                         torch::kFloat).to(device, torch::kFloat, false, /*copy=*/true);
   const auto block_tokens = ToTensor(blocks.tokens, torch::kLong, device);
   const auto block_positions = ToTensor(blocks.position_ids, torch::kLong, device);
-  const auto context_positions = ToTensor(std::span(row.position_ids.data(), T), torch::kLong, device);
+  // Positions of the context rows: document-relative (the row's position_ids); a whole-row context continues them.
+  const auto context_positions =
+      whole_row ? torch::arange(context_len, torch::TensorOptions().dtype(torch::kLong).device(device))
+                : ToTensor(std::span(row.position_ids.data(), T), torch::kLong, device);
 
   std::optional<torch::NoGradGuard> no_grad;
   if (!options.backward) no_grad.emplace();

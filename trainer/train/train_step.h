@@ -25,6 +25,10 @@ struct RowStepOptions {
   torch::Dtype compute_dtype = torch::kBFloat16;
   std::int64_t loss_chunk_rows = 2048;
   bool backward = true;               // false: evaluation (no graph kept, no gradients)
+  // true: a one-document row runs the target over its whole length (padding included), so every row of a run has
+  // the same shapes and hits the same tuned kernel keys (the cached-kernel backend needs that). Exact either way:
+  // padding follows the real tokens, so causal layers never let it reach them, and no anchor sees it.
+  bool fixed_shapes = false;
 };
 
 struct RowResult {

@@ -91,7 +91,10 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, st
   log << "drafter: " << drafter_config.num_hidden_layers << " layers, hidden " << drafter_config.hidden_size << ", "
       << num_params << " trainable parameters (fp32 masters), compute " << torch::toString(t->compute_dtype_)
       << " on " << t->device_.str() << "\n";
-  DFLASH_ASSIGN_OR_RETURN(t->ops_, MakeOps(o, device, target_config, drafter_config, log));
+  DFLASH_ASSIGN_OR_RETURN(OpsBackend backend, MakeOps(o, device, target_config, drafter_config, log));
+  t->fixed_shapes_ = backend.cache != nullptr;
+  t->kernel_cache_ = std::move(backend.cache);
+  t->ops_ = std::move(backend.ops);
 
   // Data and schedule.
   DFLASH_ASSIGN_OR_RETURN(auto dataset, data::JsonlDataset::Open(o.data));
@@ -146,6 +149,7 @@ Status Trainer::TakeStep() {
   row_options.num_anchors = options_.num_anchors;
   row_options.compute_dtype = compute_dtype_;
   row_options.loss_chunk_rows = options_.loss_chunk_rows;
+  row_options.fixed_shapes = fixed_shapes_;
   double weighted_ce = 0, weight_sum = 0;
   std::int64_t tokens = 0, labelled = 0, correct = 0;
   std::vector<int> accepts;
@@ -155,7 +159,13 @@ Status Trainer::TakeStep() {
     row_options.anchor_seed = data::StepAnchorSeed(options_.seed, static_cast<std::uint64_t>(rows_done_));
     ++rows_done_;
     if (row.num_tokens < 2) continue;  // nothing to predict; the row still counts (resume stays exact)
-    DFLASH_ASSIGN_OR_RETURN(RowResult r, TrainRow(row, *target_, *drafter_, *ops_, row_options));
+    Result<RowResult> row_result = InvalidArgument("unset");
+    try {
+      row_result = TrainRow(row, *target_, *drafter_, *ops_, row_options);
+    } catch (const c10::Error& e) {  // TORCH_CHECKs of the models and ops (a missing kernel key, a shape)
+      return Internal(e.what_without_backtrace());
+    }
+    DFLASH_ASSIGN_OR_RETURN(RowResult r, std::move(row_result));
     weighted_ce += r.weighted_ce;
     weight_sum += r.weight_sum;
     tokens += r.context_tokens;

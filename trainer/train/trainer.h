@@ -11,6 +11,7 @@
 #include <ostream>
 
 #include "cache/status.h"
+#include "cache/kernel_cache.h"
 #include "trainer/data/batcher.h"
 #include "trainer/models/drafter.h"
 #include "trainer/models/target_model.h"
@@ -29,7 +30,7 @@ void RequestTrainingStop();
 class Trainer {
  public:
   // Validates the options, loads models and data, resumes when asked. `log` receives the start-up report (devices,
-  // shapes, the kernel provenance table) and the progress line.
+  // shapes, the kernel provenance table) and the progress line; it must outlive the Trainer.
   static Result<std::unique_ptr<Trainer>> Create(const TrainOptions& options, std::ostream& log);
 
   // Trains until the schedule ends (or max_steps), saving checkpoints on the way and at the end.
@@ -53,6 +54,7 @@ class Trainer {
   torch::Dtype compute_dtype_ = torch::kFloat;
   std::unique_ptr<TargetModel> target_;
   std::unique_ptr<Drafter> drafter_;
+  std::unique_ptr<cache::KernelCache> kernel_cache_;  // what the cached kernels were loaded from (GPU runs)
   std::unique_ptr<Ops> ops_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<data::Batcher> batcher_;
@@ -62,6 +64,7 @@ class Trainer {
   std::int64_t rows_done_ = 0;    // rows consumed over the run (seeds the anchors of the next row)
   double elapsed_s_ = 0.0;        // training time over the run (resumed runs continue it)
   std::int64_t epoch_ = 0;
+  bool fixed_shapes_ = false;     // rows run at full length (the cached kernels' keys are per shape)
   StepMetrics last_;
 };
 

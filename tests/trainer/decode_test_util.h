@@ -1,0 +1,69 @@
+// Shared by the decoding tests (target decoder, speculative decoding, synthetic data): small target and drafter
+// configs, random models on the CPU in fp32, and the target's reference forward.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trainer/checkpoint/model_config.h"
+#include "trainer/models/target_model.h"
+#include "trainer/ops/reference_ops.h"
+
+namespace dflash::trainer::testing {
+
+// Decoding runs many small ops: on a shared 2-core machine, OpenMP's spinning worker threads make them ~30x slower
+// than one thread does (measured), so these test binaries run LibTorch single-threaded.
+inline const bool kSingleThreaded = [] {
+  torch::set_num_threads(1);
+  return true;
+}();
+
+// The tiny hybrid target of kernels/presets.cc (hidden 256, 8 layers: 6 gated delta net + 2 full attention,
+// vocab 1024), with the fields the parser requires.
+inline TargetConfig TinyHybridConfig() {
+  const nlohmann::json j = {
+      {"model_type", "qwen3_5_text"},  {"hidden_size", 256},          {"intermediate_size", 512},
+      {"num_hidden_layers", 8},        {"full_attention_interval", 4}, {"num_attention_heads", 4},
+      {"num_key_value_heads", 2},      {"head_dim", 64},               {"linear_num_key_heads", 1},
+      {"linear_num_value_heads", 2},   {"linear_key_head_dim", 128},   {"linear_value_head_dim", 128},
+      {"linear_conv_kernel_dim", 4},   {"vocab_size", 1024},           {"rms_norm_eps", 1e-6},
+      {"rope_theta", 10000000.0},      {"partial_rotary_factor", 0.25}};
+  auto c = ParseTargetConfig(j);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return *c;
+}
+
+// A small plain Qwen3 dense target (standard norms, full RoPE, no output gate).
+inline TargetConfig SmallDenseConfig() {
+  const nlohmann::json j = {{"model_type", "qwen3"},        {"hidden_size", 96},       {"intermediate_size", 192},
+                            {"num_hidden_layers", 5},       {"num_attention_heads", 6}, {"num_key_value_heads", 2},
+                            {"head_dim", 16},               {"vocab_size", 300},       {"rms_norm_eps", 1e-6},
+                            {"rope_theta", 1000000.0},      {"tie_word_embeddings", true}, {"attention_bias", true}};
+  auto c = ParseTargetConfig(j);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return *c;
+}
+
+// A full fp32 CPU target with random weights; init_std above the preset's 0.02 so every layer matters.
+inline std::unique_ptr<TargetModel> RandomTarget(const TargetConfig& config, std::vector<std::int64_t> taps,
+                                                 std::uint64_t seed, double init_std = 0.05) {
+  TargetLoadOptions o;
+  o.device = torch::kCPU;
+  o.dtype = torch::kFloat;
+  o.full = true;
+  o.taps = std::move(taps);
+  return TargetModel::RandomInit(config, o, seed, init_std);
+}
+
+inline torch::Tensor RandomTokens(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
+  torch::manual_seed(seed);
+  return torch::randint(vocab, {n}, torch::kLong);
+}
+
+}  // namespace dflash::trainer::testing

@@ -1,0 +1,244 @@
+// CachedKernelOps against ReferenceOps on a GPU (label gpu; skipped without a GPU or without LibTorch's CUDA
+// backend). The kernels the test shapes need are tuned into a cache in the temp dir (TuneMissing, small budget;
+// shared by the test processes); then every op runs on fresh random bf16 CUDA inputs through both backends: forward
+// outputs, and for the drafter attention dq/dk/dv through autograd, within bf16 tolerance; invalid blocks give
+// exact zeros. A cache without the keys gives NotFound naming the warmup command.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "cache/kernel_cache.h"
+#include "trainer/ops/cached_kernel_ops.h"
+#include "trainer/ops/reference_ops.h"
+
+namespace dflash::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ctest runs every test of this file in its own process: they share one tuned cache (interprocess-safe, keys
+// carry the kernel source hashes) so that only the first process tunes (~40 s on an H200), the others hit.
+fs::path SharedCacheDir() {
+  return fs::temp_directory_path() / ("dflash-ops-cached-kernel-gpu-test-" + std::to_string(::getuid()));
+}
+
+fs::path MakeTempDir() {
+  std::string tmpl = (fs::temp_directory_path() / "ops_cached_kernel_gpu_XXXXXX").string();
+  const char* made = ::mkdtemp(tmpl.data());
+  return made ? fs::path(made) : fs::path();
+}
+
+// The test problems (small; tiny-model head dims).
+constexpr std::int64_t kContext = 200, kBlocks = 8, kBlock = 16, kWindow = 64, kHq = 4, kHkv = 2, kDraftDim = 128;
+constexpr std::int64_t kTokens = 300, kTargetDim = 64, kChannels = 512, kGdnHeads = 1, kGdnValueHeads = 2;
+
+torch::Tensor CuSeqlens() { return torch::tensor({0, 100, 170, 300}, torch::kInt); }
+
+std::vector<OpShape> TestShapes() {
+  return {OpShape::DraftAttention(kContext, kBlocks, kBlock, 0, kHq, kHkv, kDraftDim),
+          OpShape::DraftAttention(kContext, kBlocks, kBlock, kWindow, kHq, kHkv, kDraftDim),
+          OpShape::CausalAttention(kTokens, 1, kHq, kHkv, kTargetDim),
+          OpShape::CausalAttention(kTokens, 3, kHq, kHkv, kTargetDim),
+          OpShape::Conv1d(kTokens, kChannels, 3),
+          OpShape::GatedDeltaRule(kTokens, kGdnHeads, kGdnValueHeads, 3)};
+}
+
+// One tuned cache and one CachedKernelOps for the whole suite (tuning is the slow part).
+struct Suite {
+  std::string skip;  // non-empty: why every test skips
+  fs::path dir;
+  std::unique_ptr<cache::KernelCache> cache;
+  std::unique_ptr<CachedKernelOps> ops;
+  std::vector<KernelUse> uses;
+  Status tuned = Status::Ok();
+};
+Suite* suite = nullptr;
+
+class CachedKernelOpsGpu : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    suite = new Suite();
+    if (!torch::cuda::is_available()) {
+      suite->skip = "no CUDA device visible to LibTorch (or LibTorch is the CPU build)";
+      return;
+    }
+    suite->dir = MakeTempDir();
+    cache::CacheOptions o;
+    o.dir = SharedCacheDir();
+    auto c = cache::KernelCache::Open(o);
+    if (!c.ok()) {
+      suite->tuned = c.status();
+      return;
+    }
+    suite->cache = std::move(*c);
+    auto ops = CachedKernelOps::Create(*suite->cache, 0);
+    if (!ops.ok()) {
+      if (ops.status().code() == ErrorCode::kUnsupported) suite->skip = ops.status().message();
+      suite->tuned = ops.status();
+      return;
+    }
+    suite->ops = std::move(*ops);
+    tuner::TuneOptions t;
+    t.budget.max_variants = 4;
+    t.seed = 7;
+    auto uses = suite->ops->TuneMissing(TestShapes(), t);
+    if (uses.ok()) suite->uses = *uses;
+    suite->tuned = uses.status();
+  }
+  static void TearDownTestSuite() {
+    if (suite) {
+      suite->ops.reset();
+      suite->cache.reset();
+      std::error_code ec;
+      if (!suite->dir.empty()) fs::remove_all(suite->dir, ec);
+    }
+    delete suite;
+    suite = nullptr;
+  }
+  void SetUp() override {
+    if (!suite->skip.empty()) GTEST_SKIP() << suite->skip;
+    ASSERT_TRUE(suite->tuned.ok()) << "tuning the test keys failed: " << suite->tuned.ToString();
+    torch::manual_seed(1234);
+  }
+  static torch::Tensor Randn(std::vector<std::int64_t> shape, double scale = 1.0) {
+    return (torch::randn(shape, torch::TensorOptions().device(torch::kCUDA)) * scale).to(torch::kBFloat16);
+  }
+  CachedKernelOps& ops() { return *suite->ops; }
+  std::unique_ptr<Ops> reference_ = MakeReferenceOps();
+};
+
+// max |got - want| <= rtol * max |want| + atol, no NaN; reports the error.
+void ExpectClose(const torch::Tensor& got, const torch::Tensor& want, double rtol, double atol, const char* what) {
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  const auto g = got.to(torch::kCPU, torch::kDouble), w = want.to(torch::kCPU, torch::kDouble);
+  ASSERT_FALSE(torch::isnan(g).any().item<bool>()) << what << " has NaN";
+  const double err = (g - w).abs().max().item<double>(), scale = w.abs().max().item<double>();
+  EXPECT_LE(err, rtol * scale + atol) << what << ": max error " << err << " (max |reference| " << scale << ")";
+}
+
+DraftMask TestMask(std::int64_t window) {
+  DraftMask m;
+  // Valid blocks first with ascending anchors (one at 1: a single context row), then two invalid blocks.
+  m.anchors = torch::tensor({1, 30, 77, 120, 150, 199, 0, 0}, torch::kInt).to(torch::kCUDA);
+  m.valid = torch::tensor({1, 1, 1, 1, 1, 1, 0, 0}, torch::kInt).to(torch::kUInt8).to(torch::kCUDA);
+  m.context_len = kContext;
+  m.block_size = kBlock;
+  m.window = window;
+  return m;
+}
+
+void CheckDraftAttention(CachedKernelOps& ops, Ops& reference, std::int64_t window) {
+  const auto opts = torch::TensorOptions().device(torch::kCUDA);
+  const auto q0 = (torch::randn({kBlocks * kBlock, kHq, kDraftDim}, opts)).to(torch::kBFloat16);
+  const auto k0 = (torch::randn({kContext + kBlocks * kBlock, kHkv, kDraftDim}, opts)).to(torch::kBFloat16);
+  const auto v0 = (torch::randn({kContext + kBlocks * kBlock, kHkv, kDraftDim}, opts)).to(torch::kBFloat16);
+  const auto dout = torch::randn({kBlocks * kBlock, kHq, kDraftDim}, opts).to(torch::kBFloat16);
+  const double scale = 1.0 / std::sqrt(double(kDraftDim));
+  const DraftMask mask = TestMask(window);
+  auto run = [&](Ops& backend) {
+    auto q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
+    auto o = backend.DraftAttention(q, k, v, mask, scale);
+    o.backward(dout);
+    return std::vector<torch::Tensor>{o.detach(), q.grad(), k.grad(), v.grad()};
+  };
+  const auto got = run(ops), want = run(reference);
+  ExpectClose(got[0], want[0], 2e-2, 1e-2, "O");
+  ExpectClose(got[1], want[1], 3e-2, 1e-2, "dQ");
+  ExpectClose(got[2], want[2], 3e-2, 1e-2, "dK");
+  ExpectClose(got[3], want[3], 3e-2, 1e-2, "dV");
+  // Invalid blocks (the last two): output and dq exactly 0.
+  const auto invalid_rows = torch::indexing::Slice(6 * kBlock, 8 * kBlock);
+  EXPECT_EQ(got[0].index({invalid_rows}).abs().max().item<float>(), 0.0f);
+  EXPECT_EQ(got[1].index({invalid_rows}).abs().max().item<float>(), 0.0f);
+}
+
+TEST_F(CachedKernelOpsGpu, PrepareReportsTheProvenanceOfEveryKey) {
+  auto uses = ops().Prepare(TestShapes());
+  ASSERT_TRUE(uses.ok()) << uses.status().ToString();
+  // draft full fwd+bwd, sliding fwd+bwd, causal, doc-causal, conv1d, gdn.
+  EXPECT_EQ(uses->size(), 8u);
+  for (const KernelUse& u : *uses) {
+    EXPECT_EQ(u.key_digest.size(), 64u) << u.operation;
+    EXPECT_EQ(u.cubin_sha256.size(), 64u) << u.operation;
+    EXPECT_GT(u.tuned_ms, 0.0) << u.operation;
+    EXPECT_FALSE(u.config.empty()) << u.operation;
+  }
+}
+
+TEST_F(CachedKernelOpsGpu, DraftAttentionFullMaskMatchesTheReferenceForwardAndBackward) {
+  CheckDraftAttention(ops(), *reference_, 0);
+}
+
+TEST_F(CachedKernelOpsGpu, DraftAttentionSlidingMaskMatchesTheReferenceForwardAndBackward) {
+  CheckDraftAttention(ops(), *reference_, kWindow);
+}
+
+TEST_F(CachedKernelOpsGpu, DraftAttentionRejectsDocStart) {
+  DraftMask mask = TestMask(0);
+  mask.doc_start = torch::zeros({kBlocks}, torch::TensorOptions().dtype(torch::kInt).device(torch::kCUDA));
+  const auto q = Randn({kBlocks * kBlock, kHq, kDraftDim});
+  const auto kv = Randn({kContext + kBlocks * kBlock, kHkv, kDraftDim});
+  try {
+    ops().DraftAttention(q, kv, kv, mask, 0.1);
+    FAIL() << "a defined doc_start must be rejected";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("reference backend"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CachedKernelOpsGpu, CausalAttentionMatchesTheReferenceForOneAndManyDocuments) {
+  const auto q = Randn({kTokens, kHq, kTargetDim}), k = Randn({kTokens, kHkv, kTargetDim});
+  const auto v = Randn({kTokens, kHkv, kTargetDim});
+  const double scale = 1.0 / std::sqrt(double(kTargetDim));
+  ExpectClose(ops().CausalAttention(q, k, v, torch::Tensor(), scale),
+              reference_->CausalAttention(q, k, v, torch::Tensor(), scale), 2e-2, 1e-2, "causal");
+  ExpectClose(ops().CausalAttention(q, k, v, CuSeqlens(), scale),
+              reference_->CausalAttention(q, k, v, CuSeqlens(), scale), 2e-2, 1e-2, "doc-causal");
+}
+
+TEST_F(CachedKernelOpsGpu, CausalConv1dSiluMatchesTheReference) {
+  const auto x = Randn({kTokens, kChannels}), w = Randn({kChannels, 4}, 0.5);
+  ExpectClose(ops().CausalConv1dSilu(x, w, CuSeqlens()), reference_->CausalConv1dSilu(x, w, CuSeqlens()), 2e-2,
+              1e-2, "conv1d");
+}
+
+TEST_F(CachedKernelOpsGpu, GatedDeltaRuleMatchesTheReference) {
+  const auto q = Randn({kTokens, kGdnHeads, 128}), k = Randn({kTokens, kGdnHeads, 128});
+  const auto v = Randn({kTokens, kGdnValueHeads, 128});
+  const auto a = Randn({kTokens, kGdnValueHeads}), b = Randn({kTokens, kGdnValueHeads});
+  const auto fopts = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat);
+  const auto a_log = torch::rand({kGdnValueHeads}, fopts) - 1.0, dt_bias = torch::randn({kGdnValueHeads}, fopts);
+  ExpectClose(ops().GatedDeltaRule(q, k, v, a, b, a_log, dt_bias, CuSeqlens()),
+              reference_->GatedDeltaRule(q, k, v, a, b, a_log, dt_bias, CuSeqlens()), 3e-2, 1e-2, "gdn");
+}
+
+TEST_F(CachedKernelOpsGpu, MissingKeyIsNotFoundNamingTheWarmupCommand) {
+  cache::CacheOptions o;
+  o.dir = suite->dir / "empty-cache";
+  auto c = cache::KernelCache::Open(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto empty_ops = CachedKernelOps::Create(**c, 0);
+  ASSERT_TRUE(empty_ops.ok()) << empty_ops.status().ToString();
+  auto prepared = (*empty_ops)->Prepare(TestShapes());
+  ASSERT_FALSE(prepared.ok());
+  EXPECT_EQ(prepared.status().code(), ErrorCode::kNotFound);
+  const std::string& msg = prepared.status().message();
+  EXPECT_NE(msg.find("8 tuned kernel(s) missing"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("dflash-tune warmup"), std::string::npos) << msg;
+  const auto x = Randn({kTokens, kChannels}), w = Randn({kChannels, 4});
+  try {
+    (*empty_ops)->CausalConv1dSilu(x, w, CuSeqlens());
+    FAIL() << "a missing key must fail";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dflash-tune warmup"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dflash::trainer

@@ -1,0 +1,97 @@
+// The kernel problems CachedKernelOps looks up are the ones `dflash-tune warmup` tunes: for each preset, the buckets
+// of the requests derived from the training shapes (rows shorter than max_length, fewer anchors, packed rows of a
+// few documents included) are exactly the buckets of kernels::ProblemsFor(preset) — checked in both directions.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <utility>
+
+#include "kernels/presets.h"
+#include "trainer/ops/kernel_requests.h"
+
+namespace dflash::trainer {
+namespace {
+
+using Key = std::pair<std::string, std::string>;  // family, bucketed problem
+
+Key BucketKey(const tuner::KernelFamily& family, const tuner::Problem& problem) {
+  auto bucket = family.Bucket(problem);
+  EXPECT_TRUE(bucket.ok()) << family.name() << " " << problem.dump() << ": " << bucket.status().ToString();
+  return {std::string(family.name()), bucket.ok() ? bucket->dump() : ""};
+}
+
+std::set<Key> PresetKeys(const std::string& preset) {
+  auto shapes = kernels::PresetShapes(preset);
+  EXPECT_TRUE(shapes.ok());
+  auto items = kernels::ProblemsFor(*shapes, nullptr);
+  EXPECT_TRUE(items.ok());
+  std::set<Key> keys;
+  for (const auto& item : *items) keys.insert(BucketKey(*item.family, item.problem));
+  return keys;
+}
+
+struct TrainingSetup {
+  std::int64_t tokens, anchors, window, draft_heads, draft_kv, draft_dim;
+  std::int64_t target_heads, target_kv, target_dim, gdn_heads, gdn_value_heads;
+};
+
+// The shapes a training run with one row of `tokens` tokens (`docs` documents) and `anchors` blocks uses.
+std::vector<OpShape> RunShapes(const TrainingSetup& s, std::int64_t tokens, std::int64_t anchors, std::int64_t docs) {
+  return {OpShape::DraftAttention(tokens, anchors, 16, 0, s.draft_heads, s.draft_kv, s.draft_dim),
+          OpShape::DraftAttention(tokens, anchors, 16, s.window, s.draft_heads, s.draft_kv, s.draft_dim),
+          OpShape::CausalAttention(tokens, 1, s.target_heads, s.target_kv, s.target_dim),
+          OpShape::CausalAttention(tokens, docs, s.target_heads, s.target_kv, s.target_dim),
+          OpShape::Conv1d(tokens, 2 * s.gdn_heads * 128 + s.gdn_value_heads * 128, 1),
+          OpShape::GatedDeltaRule(tokens, static_cast<int>(s.gdn_heads), static_cast<int>(s.gdn_value_heads), 1)};
+}
+
+std::set<Key> RequestKeys(const std::vector<OpShape>& shapes) {
+  std::set<Key> keys;
+  for (const auto& shape : shapes) {
+    for (const auto& r : KernelRequestsFor(shape)) keys.insert(BucketKey(*r.family, r.problem));
+  }
+  return keys;
+}
+
+void ExpectSameKeys(const std::set<Key>& got, const std::set<Key>& want) {
+  for (const auto& k : got) EXPECT_TRUE(want.count(k)) << "not warmed by the preset: " << k.first << " " << k.second;
+  for (const auto& k : want) EXPECT_TRUE(got.count(k)) << "warmed but never used: " << k.first << " " << k.second;
+}
+
+TEST(KernelRequests, TinyPresetWarmsEveryKeyTheOpsUse) {
+  const TrainingSetup tiny{512, 16, 256, 4, 2, 64, 4, 2, 64, 1, 2};
+  ExpectSameKeys(RequestKeys(RunShapes(tiny, 512, 16, 3)), PresetKeys("tiny"));
+  // A shorter row, fewer valid anchors and more documents fall in the same buckets.
+  ExpectSameKeys(RequestKeys(RunShapes(tiny, 300, 12, 8)), PresetKeys("tiny"));
+}
+
+TEST(KernelRequests, Dflash27bPresetWarmsEveryKeyTheOpsUse) {
+  const TrainingSetup big{4096, 512, 2048, 32, 8, 128, 24, 4, 256, 16, 48};
+  ExpectSameKeys(RequestKeys(RunShapes(big, 4096, 512, 2)), PresetKeys("dflash-27b"));
+  ExpectSameKeys(RequestKeys(RunShapes(big, 3000, 300, 5)), PresetKeys("dflash-27b"));
+}
+
+TEST(KernelRequests, DraftAttentionNeedsForwardAndBackwardOfTheSameProblem) {
+  const auto requests = KernelRequestsFor(OpShape::DraftAttention(100, 4, 16, 32, 4, 2, 128));
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].family->name(), "attention_fwd");
+  EXPECT_EQ(requests[1].family->name(), "attention_bwd");
+  EXPECT_EQ(requests[0].problem, requests[1].problem);
+  EXPECT_EQ(requests[0].problem["mask"], "dflash_sliding");
+  EXPECT_EQ(requests[0].problem["window"], 32);
+  EXPECT_EQ(requests[0].problem["seq_q"], 64);
+  EXPECT_EQ(requests[0].problem["seq_kv"], 164);
+  EXPECT_FALSE(KernelRequestsFor(OpShape::DraftAttention(100, 4, 16, 0, 4, 2, 128))[0].problem.contains("window"));
+}
+
+TEST(KernelRequests, PackedCausalAttentionPadsTheDocumentCountToThePresetBucket) {
+  EXPECT_EQ(KernelRequestsFor(OpShape::CausalAttention(512, 1, 4, 2, 64))[0].problem["mask"], "causal");
+  const auto packed = KernelRequestsFor(OpShape::CausalAttention(512, 3, 4, 2, 64))[0].problem;
+  EXPECT_EQ(packed["mask"], "doc_causal");
+  EXPECT_EQ(packed["num_docs"], kMinPackedDocs);
+  EXPECT_EQ(KernelRequestsFor(OpShape::CausalAttention(512, 11, 4, 2, 64))[0].problem["num_docs"], 11);
+}
+
+}  // namespace
+}  // namespace dflash::trainer

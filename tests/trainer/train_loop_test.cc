@@ -1,0 +1,203 @@
+// Trainer (trainer/train/trainer.h) end to end on the CPU with a small Qwen3.5-architecture target:
+//   - loss falls on data with a learnable rule;
+//   - a run resumed from its step-2 checkpoint ends bit-identical to the uninterrupted run (weights and losses);
+//   - a crash during a checkpoint write (a stale .partial folder) does not affect resuming; a damaged checkpoint is
+//     refused with a message naming the file;
+//   - resuming with different math-changing options is refused; a fresh run into a used folder is refused.
+#include "trainer/train/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "trainer/checkpoint/model_config.h"
+#include "trainer/nn/tensor_io.h"
+#include "trainer/train/train_checkpoint.h"
+
+namespace dflash::trainer {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr std::int64_t kVocab = 64;
+
+nlohmann::json TargetJson() {
+  return {{"model_type", "qwen3_5_text"}, {"hidden_size", 32},          {"intermediate_size", 64},
+          {"num_hidden_layers", 5},       {"full_attention_interval", 4}, {"num_attention_heads", 2},
+          {"num_key_value_heads", 1},     {"head_dim", 16},             {"linear_num_key_heads", 1},
+          {"linear_num_value_heads", 2},  {"linear_key_head_dim", 16},  {"linear_value_head_dim", 16},
+          {"linear_conv_kernel_dim", 4},  {"vocab_size", kVocab},       {"rms_norm_eps", 1e-6},
+          {"rope_theta", 10000.0},        {"partial_rotary_factor", 0.25}};
+}
+
+nlohmann::json DrafterJson() {
+  return {{"hidden_size", 32},        {"intermediate_size", 64}, {"num_hidden_layers", 2},
+          {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"head_dim", 16},
+          {"vocab_size", kVocab},     {"rms_norm_eps", 1e-6},     {"rope_theta", 10000.0},
+          {"block_size", 8},          {"mask_token_id", kVocab - 1},
+          {"layer_types", {"sliding_attention", "full_attention"}}, {"sliding_window", 16}};
+}
+
+class TrainLoop : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("dflash-train-loop-" + std::to_string(::getpid()) + "-" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    auto config = ParseTargetConfig(TargetJson(), "test target");
+    ASSERT_TRUE(config.ok()) << config.status().ToString();
+    TargetLoadOptions options;
+    options.dtype = torch::kFloat;
+    options.taps = {1, 2};
+    auto target = TargetModel::RandomInit(*config, options, /*seed=*/3, /*init_std=*/0.2);
+    ASSERT_TRUE(target->SaveHf(root_ / "target").ok());
+    std::ofstream(root_ / "drafter.json") << DrafterJson().dump();
+    // Learnable rule: after a prompt of 4 random tokens, x[t+1] = (5 x[t] + 3) mod 61; loss on the rule's part.
+    std::mt19937 rng(11);
+    std::ofstream data(root_ / "data.jsonl");
+    for (int s = 0; s < 24; ++s) {
+      nlohmann::json ids = nlohmann::json::array(), mask = nlohmann::json::array();
+      int x = 0;
+      for (int t = 0; t < 48; ++t) {
+        x = t < 4 ? int(rng() % 61) : (5 * x + 3) % 61;
+        ids.push_back(x);
+        mask.push_back(t < 4 ? 0 : 1);
+      }
+      data << nlohmann::json{{"input_ids", ids}, {"loss_mask", mask}}.dump() << "\n";
+    }
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  TrainOptions Options(const std::string& run) const {
+    TrainOptions o;
+    o.target_dir = root_ / "target";
+    o.drafter_config = root_ / "drafter.json";
+    o.data = root_ / "data.jsonl";
+    o.output_dir = root_ / run;
+    o.max_length = 48;
+    o.num_anchors = 6;
+    o.batch_size = 2;
+    o.device = "cpu";
+    o.lr = 3e-3;
+    o.log_every = 0;
+    return o;
+  }
+
+  std::unique_ptr<Trainer> Make(const TrainOptions& o) {
+    auto t = Trainer::Create(o, log_);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? std::move(*t) : nullptr;
+  }
+
+  static std::vector<double> Losses(const fs::path& metrics) {
+    std::vector<double> out;
+    std::ifstream f(metrics);
+    for (std::string line; std::getline(f, line);) out.push_back(nlohmann::json::parse(line).at("loss"));
+    return out;
+  }
+
+  fs::path root_;
+  std::ostringstream log_;  // outlives the trainers (they keep writing to it)
+};
+
+TEST_F(TrainLoop, LossFallsOnLearnableData) {
+  auto o = Options("run");
+  o.max_steps = 40;
+  o.lr = 1e-2;
+  auto t = Make(o);
+  ASSERT_TRUE(t);
+  ASSERT_TRUE(t->Run().ok());
+  const auto losses = Losses(o.output_dir / "metrics.jsonl");
+  ASSERT_EQ(losses.size(), 40u);
+  double first = 0, last = 0;
+  for (int i = 0; i < 5; ++i) first += losses[i] / 5, last += losses[35 + i] / 5;
+  std::string all;
+  for (double l : losses) all += std::to_string(l) + " ";
+  EXPECT_LT(last, 0.7 * first) << "first " << first << " last " << last << "; losses: " << all;
+  EXPECT_GT(t->last_metrics().accuracy, 0.0);
+}
+
+TEST_F(TrainLoop, ResumedRunIsBitIdenticalToTheUninterruptedOne) {
+  auto o = Options("straight");
+  o.max_steps = 4;
+  o.save_every = 2;
+  auto straight = Make(o);
+  ASSERT_TRUE(straight);
+  ASSERT_TRUE(straight->Run().ok());
+
+  // "Crash" after the step-2 checkpoint: a copy of the run folder as it was then, plus a half-written checkpoint.
+  const fs::path crashed = root_ / "crashed";
+  fs::create_directories(crashed / "checkpoints");
+  fs::copy(o.output_dir / "checkpoints" / "step-00000002", crashed / "checkpoints" / "step-00000002",
+           fs::copy_options::recursive);
+  std::ofstream(crashed / "checkpoints" / "latest") << "step-00000002\n";
+  fs::create_directories(crashed / "checkpoints" / "step-00000003.partial");
+  std::ofstream(crashed / "checkpoints" / "step-00000003.partial" / "master.safetensors") << "garbage";
+  {
+    std::ifstream in(o.output_dir / "metrics.jsonl");
+    std::ofstream out(crashed / "metrics.jsonl");
+    std::string line;
+    for (int i = 0; i < 2 && std::getline(in, line); ++i) out << line << "\n";
+  }
+  auto r = Options("crashed");
+  r.max_steps = 4;
+  r.save_every = 2;
+  r.resume = true;
+  auto resumed = Make(r);
+  ASSERT_TRUE(resumed);
+  EXPECT_EQ(resumed->step(), 2);
+  ASSERT_TRUE(resumed->Run().ok());
+  EXPECT_FALSE(fs::exists(crashed / "checkpoints" / "step-00000003.partial")) << "stale partial left behind";
+
+  const auto a = straight->drafter().named_parameters(), b = resumed->drafter().named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
+  EXPECT_EQ(Losses(o.output_dir / "metrics.jsonl"), Losses(crashed / "metrics.jsonl"));
+}
+
+TEST_F(TrainLoop, RefusesDamagedCheckpointsChangedOptionsAndUsedFolders) {
+  auto o = Options("run");
+  o.max_steps = 2;
+  auto t = Make(o);
+  ASSERT_TRUE(t);
+  ASSERT_TRUE(t->Run().ok());
+  std::ostringstream log;
+  EXPECT_FALSE(Trainer::Create(o, log).ok()) << "a fresh run into a folder holding a run must be refused";
+
+  auto changed = o;
+  changed.resume = true;
+  changed.num_anchors = 5;
+  auto refused = Trainer::Create(changed, log);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("num_anchors"), std::string::npos) << refused.status().ToString();
+
+  auto latest = LatestCheckpoint(o.output_dir);
+  ASSERT_TRUE(latest.ok());
+  fs::resize_file(*latest / "master.safetensors", fs::file_size(*latest / "master.safetensors") / 2);
+  auto resume = o;
+  resume.resume = true;
+  auto damaged = Trainer::Create(resume, log);
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_NE(damaged.status().message().find("master.safetensors"), std::string::npos) << damaged.status().ToString();
+}
+
+TEST_F(TrainLoop, BadInputIsOneReadableError) {
+  std::ostringstream log;
+  auto o = Options("run");
+  o.data = root_ / "missing.jsonl";
+  auto r = Trainer::Create(o, log);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("missing.jsonl"), std::string::npos) << r.status().ToString();
+  o = Options("run");
+  o.device = "tpu";
+  EXPECT_EQ(Trainer::Create(o, log).status().code(), ErrorCode::kInvalidArgument);
+  o = Options("run");
+  o.drafter_config.clear();
+  EXPECT_EQ(Trainer::Create(o, log).status().code(), ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace dflash::trainer

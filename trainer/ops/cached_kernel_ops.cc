@@ -1,0 +1,351 @@
+#include "trainer/ops/cached_kernel_ops.h"
+
+#include <map>
+#include <set>
+#include <utility>
+
+#ifdef DFLASH_TORCH_CUDA
+// Only what libc10_cuda exports: header-inline helpers that call the CUDA runtime (CUDAGuard, synchronize) would
+// need libcudart on the link line, so device guards are c10::DeviceGuard and waits go through the driver API.
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include "kernels/attention/attention_api.h"
+#include "kernels/conv1d/conv1d_api.h"
+#include "kernels/gdn/gdn_api.h"
+#include "tuner/thread_pool.h"
+
+namespace dflash::trainer {
+
+struct CachedKernelOps::State {
+  State(cache::KernelCache& c, gpu::Context context) : cache(c), ctx(std::move(context)), provider(cache, ctx) {}
+  cache::KernelCache& cache;
+  gpu::Context ctx;
+  tuner::KernelProvider provider;  // refers to cache and ctx above
+
+  // The loaded winner of `request`; a missing key or a bad entry is a c10::Error naming the warmup command.
+  const tuner::LoadedVariant& Winner(const KernelRequest& request) {
+    Result<tuner::ResolvedKernel> r = provider.Get(*request.family, request.problem);
+    TORCH_CHECK(r.ok(), "CachedKernelOps ", request.operation, ": ", r.status().ToString());
+    return *r->variant;
+  }
+};
+
+namespace {
+
+void Check(const Status& s, const std::string& what) {
+  TORCH_CHECK(s.ok(), "CachedKernelOps ", what, ": ", s.ToString());
+}
+
+CUdeviceptr Ptr(const torch::Tensor& t) { return reinterpret_cast<CUdeviceptr>(t.data_ptr()); }
+
+// torch's current CUDA stream on `device`, with the device's primary context current on this thread.
+CUstream CurrentStream(CachedKernelOps::State& state, const torch::Device& device) {
+  Check(state.ctx.MakeCurrent(), "making the primary context current");
+#ifdef DFLASH_TORCH_CUDA
+  return reinterpret_cast<CUstream>(c10::cuda::getCurrentCUDAStream(device.index()).stream());
+#else
+  TORCH_CHECK(false, "CachedKernelOps needs LibTorch's CUDA backend (device ", device, ")");
+#endif
+}
+
+// Waits for the work queued on torch's current stream unless it is the legacy default stream, which synchronous
+// copies (the gdn plan upload) are already ordered after.
+void OrderSynchronousCopies(const torch::Device& device) {
+#ifdef DFLASH_TORCH_CUDA
+  const auto stream = c10::cuda::getCurrentCUDAStream(device.index());
+  if (stream == c10::cuda::getDefaultCUDAStream(device.index())) return;
+  Result<const gpu::DriverApi*> api = gpu::Driver();
+  Check(api.status(), "loading the CUDA driver");
+  Check(gpu::CheckCu((*api)->StreamSynchronize(reinterpret_cast<CUstream>(stream.stream())), "cuStreamSynchronize"),
+        "waiting for torch's stream before the gdn plan upload");
+#else
+  (void)device;
+#endif
+}
+
+void CheckOnDevice(const CachedKernelOps::State& state, const torch::Tensor& t, const char* name,
+                   torch::ScalarType dtype) {
+  TORCH_CHECK(t.defined() && t.is_cuda() && t.device().index() == state.ctx.info().ordinal,
+              "CachedKernelOps: ", name, " must be a tensor on cuda:", state.ctx.info().ordinal);
+  TORCH_CHECK(t.scalar_type() == dtype, "CachedKernelOps: ", name, " must be ", dtype, ", got ", t.scalar_type());
+}
+
+// Host copy of cu_seqlens (int32 [docs + 1], 0 ... tokens); undefined = one document.
+std::vector<std::int32_t> HostCuSeqlens(const torch::Tensor& cu_seqlens, std::int64_t tokens) {
+  if (!cu_seqlens.defined()) return {0, static_cast<std::int32_t>(tokens)};
+  TORCH_CHECK(cu_seqlens.dim() == 1 && cu_seqlens.size(0) >= 2, "cu_seqlens must be [docs + 1], got ",
+              cu_seqlens.sizes());
+  const auto c = cu_seqlens.to(torch::kCPU, torch::kInt).contiguous();
+  std::vector<std::int32_t> cu(c.data_ptr<std::int32_t>(), c.data_ptr<std::int32_t>() + c.numel());
+  TORCH_CHECK(cu.front() == 0 && cu.back() == tokens, "cu_seqlens must run from 0 to the token count ", tokens);
+  for (size_t i = 1; i < cu.size(); ++i) TORCH_CHECK(cu[i] >= cu[i - 1], "cu_seqlens must be non-decreasing");
+  return cu;
+}
+
+torch::Tensor ToDevice(const std::vector<std::int32_t>& host, const torch::Device& device) {
+  return torch::tensor(host, torch::kInt).to(device);
+}
+
+attention::TensorRef Rows(const torch::Tensor& t) {  // [rows, heads, dim] contiguous, batch 1
+  return attention::TensorRef::Bshd(Ptr(t), t.size(0), t.size(1), t.size(2));
+}
+
+// Forward attention of one problem: O [rows, Hq, D] bf16 and LSE fp32 [1, Hq, rows].
+std::pair<torch::Tensor, torch::Tensor> AttentionForward(CachedKernelOps::State& state, const OpShape& shape,
+                                                         const torch::Tensor& q, const torch::Tensor& k,
+                                                         const torch::Tensor& v, CUdeviceptr anchors,
+                                                         CUdeviceptr valid, CUdeviceptr cu_seqlens, double scale) {
+  const auto requests = KernelRequestsFor(shape);
+  const tuner::LoadedVariant& winner = state.Winner(requests.front());
+  auto o = torch::empty_like(q);
+  auto lse = torch::empty({1, q.size(1), q.size(0)}, q.options().dtype(torch::kFloat));
+  attention::AttentionArgs a;
+  a.problem = shape.attention;
+  a.q = Rows(q), a.k = Rows(k), a.v = Rows(v), a.o = Rows(o);
+  a.lse = Ptr(lse);
+  a.anchors = anchors, a.block_valid = valid, a.cu_seqlens = cu_seqlens;
+  a.scale = static_cast<float>(scale);
+  Check(attention::LaunchForward(winner, a, CurrentStream(state, q.device())), requests.front().operation);
+  return {o, lse};
+}
+
+void CheckAttentionInputs(const CachedKernelOps::State& state, const torch::Tensor& q, const torch::Tensor& k,
+                          const torch::Tensor& v) {
+  CheckOnDevice(state, q, "q", torch::kBFloat16);
+  CheckOnDevice(state, k, "k", torch::kBFloat16);
+  CheckOnDevice(state, v, "v", torch::kBFloat16);
+  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && k.sizes() == v.sizes() && q.size(2) == k.size(2),
+              "CachedKernelOps attention: q [rows, Hq, D], k and v [kv, Hkv, D], got ", q.sizes(), ", ", k.sizes(),
+              ", ", v.sizes());
+}
+
+// The drafter attention as an autograd function: forward = the attention_fwd winner (O and LSE saved), backward =
+// the attention_bwd winner on the same problem.
+class DraftAttentionFunction : public torch::autograd::Function<DraftAttentionFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& anchors, const torch::Tensor& valid,
+                               std::int64_t state_address, std::int64_t context_len, std::int64_t block_size,
+                               std::int64_t window, double scale) {
+    auto& state = *reinterpret_cast<CachedKernelOps::State*>(state_address);
+    const OpShape shape = OpShape::DraftAttention(context_len, anchors.size(0), block_size, window, q.size(1),
+                                                  k.size(1), q.size(2));
+    auto [o, lse] = AttentionForward(state, shape, q, k, v, Ptr(anchors), Ptr(valid), 0, scale);
+    ctx->save_for_backward({q, k, v, o, lse, anchors, valid});
+    ctx->saved_data["state"] = state_address;
+    ctx->saved_data["context_len"] = context_len;
+    ctx->saved_data["block_size"] = block_size;
+    ctx->saved_data["window"] = window;
+    ctx->saved_data["scale"] = scale;
+    return o;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &o = saved[3], &lse = saved[4];
+    const auto &anchors = saved[5], &valid = saved[6];
+    auto& state = *reinterpret_cast<CachedKernelOps::State*>(ctx->saved_data["state"].toInt());
+    const OpShape shape = OpShape::DraftAttention(ctx->saved_data["context_len"].toInt(), anchors.size(0),
+                                                  ctx->saved_data["block_size"].toInt(),
+                                                  ctx->saved_data["window"].toInt(), q.size(1), k.size(1), q.size(2));
+    const KernelRequest request = KernelRequestsFor(shape).back();
+    const tuner::LoadedVariant& winner = state.Winner(request);
+    const auto dout = grads[0].to(torch::kBFloat16).contiguous();
+    auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
+    const std::size_t bytes = attention::BackwardWorkspaceBytes(shape.attention, winner.config);
+    auto workspace = torch::empty({static_cast<std::int64_t>(bytes)}, q.options().dtype(torch::kByte));
+    attention::AttentionArgs a;
+    a.problem = shape.attention;
+    a.q = Rows(q), a.k = Rows(k), a.v = Rows(v), a.o = Rows(o), a.dout = Rows(dout);
+    a.dq = Rows(dq), a.dk = Rows(dk), a.dv = Rows(dv);
+    a.lse = Ptr(lse);
+    a.anchors = Ptr(anchors), a.block_valid = Ptr(valid);
+    a.scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
+    Check(attention::LaunchBackward(winner, a, Ptr(workspace), bytes, CurrentStream(state, q.device())),
+          request.operation);
+    return {dq, dk, dv, {}, {}, {}, {}, {}, {}, {}};
+  }
+};
+
+}  // namespace
+
+CachedKernelOps::CachedKernelOps(std::unique_ptr<State> state) : state_(std::move(state)) {}
+CachedKernelOps::~CachedKernelOps() = default;
+
+Result<std::unique_ptr<CachedKernelOps>> CachedKernelOps::Create(cache::KernelCache& cache, int device) {
+#ifndef DFLASH_TORCH_CUDA
+  (void)cache;
+  (void)device;
+  return Unsupported(
+      "the cached-kernel ops need LibTorch's CUDA backend, and this build links the CPU LibTorch only: configure "
+      "with -DDFLASH_TORCH_CUDA=ON -DDFLASH_TORCH_DIR=<a CUDA torch's site-packages/torch>, or train with the "
+      "reference ops");
+#else
+  if (!torch::cuda::is_available() || device < 0 || device >= static_cast<int>(torch::cuda::device_count())) {
+    return Unsupported("the cached-kernel ops need CUDA device " + std::to_string(device) + ", and LibTorch sees " +
+                       std::to_string(torch::cuda::device_count()));
+  }
+  DFLASH_ASSIGN_OR_RETURN(gpu::Context ctx, gpu::Context::Primary(device));
+  return std::unique_ptr<CachedKernelOps>(new CachedKernelOps(std::make_unique<State>(cache, std::move(ctx))));
+#endif
+}
+
+const gpu::DeviceInfo& CachedKernelOps::device_info() const { return state_->ctx.info(); }
+
+Result<std::vector<KernelUse>> CachedKernelOps::Prepare(const std::vector<OpShape>& shapes) {
+  std::vector<KernelUse> uses;
+  std::set<std::string> seen, missing_seen;
+  std::string missing;
+  int missing_count = 0;
+  for (const OpShape& shape : shapes) {
+    for (const KernelRequest& request : KernelRequestsFor(shape)) {
+      Result<tuner::ResolvedKernel> r = state_->provider.Get(*request.family, request.problem);
+      if (!r.ok()) {
+        if (r.status().code() != ErrorCode::kNotFound) return r.status().WithContext(request.operation);
+        if (missing_seen.insert(r.status().message()).second) {
+          missing += "\n  " + request.operation + ": " + r.status().message();
+          ++missing_count;
+        }
+        continue;
+      }
+      if (!seen.insert(r->key_digest).second) continue;
+      uses.push_back({request.operation, std::string(request.family->name()), r->key_digest, r->config,
+                      r->tuned_ms, r->cubin_sha256});
+    }
+  }
+  if (missing_count > 0) {
+    return NotFound(std::to_string(missing_count) + " tuned kernel(s) missing from the cache " +
+                    state_->cache.dir().string() + " (run the commands below, or dflash-train --tune-missing):" +
+                    missing);
+  }
+  return uses;
+}
+
+Result<std::vector<KernelUse>> CachedKernelOps::TuneMissing(const std::vector<OpShape>& shapes,
+                                                            tuner::TuneOptions options) {
+  if (options.arch.empty()) options.arch = state_->ctx.info().arch();
+  tuner::ThreadPool pool;
+  const tuner::Tuner tuner(state_->cache, &state_->ctx, pool);
+  for (const OpShape& shape : shapes) {
+    for (const KernelRequest& request : KernelRequestsFor(shape)) {
+      Result<tuner::ResolvedKernel> r = state_->provider.Get(*request.family, request.problem);
+      if (r.ok()) continue;
+      if (r.status().code() != ErrorCode::kNotFound) return r.status().WithContext(request.operation);
+      DFLASH_ASSIGN_OR_RETURN(tuner::KeyReport report, tuner.Tune(*request.family, request.problem, options));
+      if (report.status == tuner::KeyStatus::kNoValidVariant || report.status == tuner::KeyStatus::kCompiledOnly) {
+        return NotFound("tuning " + request.operation + " (" + report.signature + ") gave no winner: " +
+                        tuner::KeyStatusName(report.status) + (report.note.empty() ? "" : ", " + report.note));
+      }
+    }
+  }
+  return Prepare(shapes);
+}
+
+torch::Tensor CachedKernelOps::DraftAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                              const DraftMask& mask, double scale) {
+  CheckAttentionInputs(*state_, q, k, v);
+  TORCH_CHECK(!mask.doc_start.defined(),
+              "CachedKernelOps::DraftAttention: DraftMask::doc_start (packed rows) is not supported by the attention "
+              "kernels; packed rows run on the reference backend only");
+  TORCH_CHECK(mask.anchors.defined() && mask.anchors.dim() == 1 && mask.valid.defined() &&
+                  mask.valid.sizes() == mask.anchors.sizes(),
+              "CachedKernelOps::DraftAttention: anchors and valid must be [N]");
+  TORCH_CHECK(q.size(0) == mask.anchors.size(0) * mask.block_size && k.size(0) == mask.context_len + q.size(0),
+              "CachedKernelOps::DraftAttention: q rows ", q.size(0), " / kv rows ", k.size(0), " do not match ",
+              mask.anchors.size(0), " blocks of ", mask.block_size, " after ", mask.context_len, " context rows");
+  const c10::DeviceGuard guard(q.device());
+  const auto anchors = mask.anchors.to(q.device(), torch::kInt).contiguous();
+  const auto valid = mask.valid.to(q.device(), torch::kUInt8).contiguous();
+  return DraftAttentionFunction::apply(q.contiguous(), k.contiguous(), v.contiguous(), anchors, valid,
+                                       reinterpret_cast<std::int64_t>(state_.get()), mask.context_len,
+                                       std::int64_t{mask.block_size}, mask.window, scale);
+}
+
+torch::Tensor CachedKernelOps::CausalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                               const torch::Tensor& cu_seqlens, double scale) {
+  CheckAttentionInputs(*state_, q, k, v);
+  TORCH_CHECK(q.size(0) == k.size(0), "CachedKernelOps::CausalAttention: q and k must have the same T");
+  const c10::DeviceGuard guard(q.device());
+  const torch::NoGradGuard no_grad;
+  const std::int64_t tokens = q.size(0);
+  std::vector<std::int32_t> cu = HostCuSeqlens(cu_seqlens, tokens);
+  const std::int64_t docs = static_cast<std::int64_t>(cu.size()) - 1;
+  const OpShape shape = OpShape::CausalAttention(tokens, docs, q.size(1), k.size(1), q.size(2));
+  torch::Tensor cu_device;
+  if (docs > 1) {
+    cu.resize(shape.attention.num_docs + 1, static_cast<std::int32_t>(tokens));  // empty documents at the end
+    cu_device = ToDevice(cu, q.device());
+  }
+  return AttentionForward(*state_, shape, q.contiguous(), k.contiguous(), v.contiguous(), 0, 0,
+                          cu_device.defined() ? Ptr(cu_device) : 0, scale)
+      .first;
+}
+
+torch::Tensor CachedKernelOps::CausalConv1dSilu(const torch::Tensor& x_in, const torch::Tensor& weight_in,
+                                                const torch::Tensor& cu_seqlens) {
+  CheckOnDevice(*state_, x_in, "x", torch::kBFloat16);
+  CheckOnDevice(*state_, weight_in, "weight", torch::kBFloat16);
+  TORCH_CHECK(x_in.dim() == 2 && weight_in.dim() == 2 && weight_in.size(0) == x_in.size(1) && weight_in.size(1) == 4,
+              "CachedKernelOps::CausalConv1dSilu: x [T, C] and weight [C, 4], got ", x_in.sizes(), " and ",
+              weight_in.sizes());
+  const c10::DeviceGuard guard(x_in.device());
+  const torch::NoGradGuard no_grad;
+  const auto x = x_in.contiguous(), weight = weight_in.contiguous();
+  const std::int64_t tokens = x.size(0), channels = x.size(1);
+  const std::vector<std::int32_t> cu = HostCuSeqlens(cu_seqlens, tokens);
+  const std::int64_t docs = static_cast<std::int64_t>(cu.size()) - 1;
+  const KernelRequest request = KernelRequestsFor(OpShape::Conv1d(tokens, channels, docs)).front();
+  const tuner::LoadedVariant& winner = state_->Winner(request);
+  auto y = torch::empty_like(x);
+  const auto cu_device = ToDevice(cu, x.device());
+  auto args = conv1d::Conv1dArgs::Contiguous(conv1d::Layout::kTokenMajor, Ptr(x), Ptr(weight), Ptr(y), tokens,
+                                             channels);
+  args.cu_seqlens = Ptr(cu_device);
+  args.num_seqs = docs;
+  Check(conv1d::LaunchConv1d(winner, args, CurrentStream(*state_, x.device())), request.operation);
+  return y;
+}
+
+torch::Tensor CachedKernelOps::GatedDeltaRule(const torch::Tensor& q_in, const torch::Tensor& k_in,
+                                              const torch::Tensor& v_in, const torch::Tensor& a_in,
+                                              const torch::Tensor& b_in, const torch::Tensor& A_log_in,
+                                              const torch::Tensor& dt_bias_in, const torch::Tensor& cu_seqlens) {
+  for (auto [t, name] : {std::pair{&q_in, "q"}, {&k_in, "k"}, {&v_in, "v"}, {&a_in, "a"}, {&b_in, "b"}}) {
+    CheckOnDevice(*state_, *t, name, torch::kBFloat16);
+  }
+  CheckOnDevice(*state_, A_log_in, "A_log", torch::kFloat);
+  CheckOnDevice(*state_, dt_bias_in, "dt_bias", torch::kFloat);
+  TORCH_CHECK(q_in.dim() == 3 && q_in.sizes() == k_in.sizes() && q_in.size(2) == gdn::kHeadDim && v_in.dim() == 3 &&
+                  v_in.size(0) == q_in.size(0) && v_in.size(2) == gdn::kHeadDim,
+              "CachedKernelOps::GatedDeltaRule: q, k [T, H, 128] and v [T, HV, 128], got ", q_in.sizes(), ", ",
+              k_in.sizes(), ", ", v_in.sizes());
+  const std::int64_t tokens = q_in.size(0), heads = q_in.size(1), value_heads = v_in.size(1);
+  TORCH_CHECK(a_in.sizes() == torch::IntArrayRef({tokens, value_heads}) && b_in.sizes() == a_in.sizes() &&
+                  A_log_in.numel() == value_heads && dt_bias_in.numel() == value_heads,
+              "CachedKernelOps::GatedDeltaRule: a, b [T, HV] and A_log, dt_bias [HV]");
+  const c10::DeviceGuard guard(q_in.device());
+  const torch::NoGradGuard no_grad;
+  const auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous(), a = a_in.contiguous(),
+             b = b_in.contiguous(), A_log = A_log_in.contiguous(), dt_bias = dt_bias_in.contiguous();
+  const std::vector<std::int32_t> cu = HostCuSeqlens(cu_seqlens, tokens);
+  const std::int64_t docs = static_cast<std::int64_t>(cu.size()) - 1;
+  const KernelRequest request = KernelRequestsFor(OpShape::GatedDeltaRule(
+      tokens, static_cast<int>(heads), static_cast<int>(value_heads), docs)).front();
+  const tuner::LoadedVariant& winner = state_->Winner(request);
+  auto o = torch::empty_like(v);
+  const auto args = gdn::GdnArgs::Contiguous(Ptr(q), Ptr(k), Ptr(v), Ptr(a), Ptr(b), Ptr(A_log), Ptr(dt_bias), Ptr(o),
+                                             static_cast<int>(heads), static_cast<int>(value_heads), cu);
+  Result<gdn::Geometry> geometry = gdn::GeometryOf(winner.config);
+  Check(geometry.status(), request.operation);
+  Result<std::size_t> bytes = gdn::ChunkedWorkspaceBytes(*geometry, args);
+  Check(bytes.status(), request.operation);
+  auto workspace = torch::empty({static_cast<std::int64_t>(*bytes)}, q.options().dtype(torch::kByte));
+  const CUstream stream = CurrentStream(*state_, q.device());
+  OrderSynchronousCopies(q.device());  // the plan is uploaded into the fresh workspace synchronously
+  Check(gdn::LaunchChunkedForward(winner, args, Ptr(workspace), *bytes, stream), request.operation);
+  return o;
+}
+
+}  // namespace dflash::trainer

@@ -1,0 +1,75 @@
+// CachedKernelOps: the Ops interface (ops.h) on CUDA tensors through the tuned winners of the kernel families
+// (attention_fwd / attention_bwd, conv1d, gdn), read from a kernel cache through tuner::KernelProvider. It never
+// compiles or tunes on its own: a missing key is NotFound naming the exact `dflash-tune warmup` command; Prepare()
+// resolves every key of a run before the first step, and TuneMissing() (dflash-train --tune-missing) tunes the
+// missing ones through tuner::Tuner. Kernels run on torch's current CUDA stream in the device's primary context
+// (the one LibTorch uses), on the tensors' own memory; workspaces are torch allocations on that stream.
+// Inputs: bf16 CUDA tensors on the ops' device (fp32 A_log / dt_bias), head_dim 64/128/256 (backward 64/128), gdn
+// key/value dims 128, conv kernel width 4; every problem is launched with batch 1 (one row).
+// Limits: DraftMask::doc_start is not supported (the attention kernels have no document start for the drafter):
+// a defined doc_start fails with a TORCH_CHECK; packed rows run on the reference backend only.
+// Needs LibTorch's CUDA backend (-DDFLASH_TORCH_CUDA=ON); without it Create() fails with Unsupported.
+// Who may call: the models through Ops, the training setup (Create, Prepare, TuneMissing). Thread-safety: one
+// training thread per object (as Ops); the cache and provider underneath are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/kernel_cache.h"
+#include "cache/status.h"
+#include "trainer/ops/kernel_requests.h"
+#include "trainer/ops/ops.h"
+#include "tuner/gpu_runtime.h"
+#include "tuner/kernel_provider.h"
+#include "tuner/tuner.h"
+
+namespace dflash::trainer {
+
+// Provenance of one tuned kernel a run uses (logged with the run / checkpoint).
+struct KernelUse {
+  std::string operation;  // "draft_attention backward", ...
+  std::string family;
+  std::string key_digest;
+  std::string config;
+  double tuned_ms = 0.0;
+  std::string cubin_sha256;
+};
+
+class CachedKernelOps final : public Ops {
+ public:
+  // The ops on CUDA device `device` over `cache` (which must outlive the object). Unsupported without LibTorch's
+  // CUDA backend or without a CUDA device.
+  static Result<std::unique_ptr<CachedKernelOps>> Create(cache::KernelCache& cache, int device = 0);
+  ~CachedKernelOps() override;
+
+  // Resolves (loads) every kernel the ops need for `shapes`; the provenance rows, one per distinct key. NotFound
+  // listing ALL missing keys, each with its exact warmup command.
+  Result<std::vector<KernelUse>> Prepare(const std::vector<OpShape>& shapes);
+  // Tunes the keys of `shapes` that are missing from the cache (single flight across processes), then Prepare().
+  // options.arch defaults to this device's arch.
+  Result<std::vector<KernelUse>> TuneMissing(const std::vector<OpShape>& shapes, tuner::TuneOptions options);
+
+  std::string name() const override { return "cached_kernels"; }
+  const gpu::DeviceInfo& device_info() const;
+
+  torch::Tensor DraftAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const DraftMask& mask, double scale) override;
+  torch::Tensor CausalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const torch::Tensor& cu_seqlens, double scale) override;
+  torch::Tensor CausalConv1dSilu(const torch::Tensor& x, const torch::Tensor& weight,
+                                 const torch::Tensor& cu_seqlens) override;
+  torch::Tensor GatedDeltaRule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& A_log,
+                               const torch::Tensor& dt_bias, const torch::Tensor& cu_seqlens) override;
+
+  struct State;  // defined in cached_kernel_ops.cc (also used by the attention autograd function there)
+
+ private:
+  explicit CachedKernelOps(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace dflash::trainer

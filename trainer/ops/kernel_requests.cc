@@ -1,0 +1,94 @@
+#include "trainer/ops/kernel_requests.h"
+
+#include <algorithm>
+
+#include "kernels/attention/attention_family.h"
+#include "kernels/attention/attention_params.cuh"
+#include "kernels/conv1d/conv1d_family.h"
+#include "kernels/gdn/gdn_family.h"
+
+namespace dflash::trainer {
+
+const char* OpName(OpKind op) {
+  switch (op) {
+    case OpKind::kDraftAttention: return "draft_attention";
+    case OpKind::kCausalAttention: return "causal_attention";
+    case OpKind::kConv1d: return "conv1d";
+    case OpKind::kGatedDeltaRule: return "gated_delta_rule";
+  }
+  return "unknown";
+}
+
+OpShape OpShape::DraftAttention(std::int64_t context_len, std::int64_t num_blocks, std::int64_t block_size,
+                                std::int64_t window, std::int64_t heads_q, std::int64_t heads_kv,
+                                std::int64_t head_dim) {
+  OpShape s;
+  s.op = OpKind::kDraftAttention;
+  attention::ProblemSpec& a = s.attention;
+  a.mask = window > 0 ? dflash_attn::kMaskDflashSliding : dflash_attn::kMaskDflashFull;
+  a.batch = 1;
+  a.heads_q = heads_q;
+  a.heads_kv = heads_kv;
+  a.head_dim = head_dim;
+  a.block_size = block_size;
+  a.ctx_len = context_len;
+  a.seq_q = num_blocks * block_size;
+  a.seq_kv = context_len + a.seq_q;
+  if (window > 0) a.window = window;  // the full mask keeps the default (not part of its problem)
+  return s;
+}
+
+OpShape OpShape::CausalAttention(std::int64_t tokens, std::int64_t num_docs, std::int64_t heads_q,
+                                 std::int64_t heads_kv, std::int64_t head_dim) {
+  OpShape s;
+  s.op = OpKind::kCausalAttention;
+  attention::ProblemSpec& a = s.attention;
+  a.mask = num_docs <= 1 ? dflash_attn::kMaskCausal : dflash_attn::kMaskDocCausal;
+  a.batch = 1;
+  a.heads_q = heads_q;
+  a.heads_kv = heads_kv;
+  a.head_dim = head_dim;
+  a.seq_q = a.seq_kv = tokens;
+  if (num_docs > 1) a.num_docs = std::max(num_docs, kMinPackedDocs);
+  return s;
+}
+
+OpShape OpShape::Conv1d(std::int64_t tokens, std::int64_t channels, std::int64_t num_docs) {
+  OpShape s;
+  s.op = OpKind::kConv1d;
+  s.conv1d.tokens = tokens;
+  s.conv1d.channels = channels;
+  s.conv1d.num_seqs = std::max<std::int64_t>(num_docs, 1);
+  s.conv1d.layout = conv1d::Layout::kTokenMajor;
+  return s;
+}
+
+OpShape OpShape::GatedDeltaRule(std::int64_t tokens, int heads, int value_heads, std::int64_t num_docs) {
+  OpShape s;
+  s.op = OpKind::kGatedDeltaRule;
+  s.gdn.heads = heads;
+  s.gdn.value_heads = value_heads;
+  s.gdn.tokens = tokens;
+  s.gdn.num_seqs = std::max<std::int64_t>(num_docs, 1);
+  s.gdn.initial_state = false;
+  s.gdn.final_state = false;
+  return s;
+}
+
+std::vector<KernelRequest> KernelRequestsFor(const OpShape& shape) {
+  const std::string op = OpName(shape.op);
+  switch (shape.op) {
+    case OpKind::kDraftAttention:
+      return {{op + " forward", &attention::ForwardFamily(), attention::ToJson(shape.attention)},
+              {op + " backward", &attention::BackwardFamily(), attention::ToJson(shape.attention)}};
+    case OpKind::kCausalAttention:
+      return {{op + " forward", &attention::ForwardFamily(), attention::ToJson(shape.attention)}};
+    case OpKind::kConv1d:
+      return {{op, &conv1d::Family(), conv1d::ToJson(shape.conv1d)}};
+    case OpKind::kGatedDeltaRule:
+      return {{op, &gdn::ChunkedForwardFamily(), gdn::ToJson(shape.gdn)}};
+  }
+  return {};
+}
+
+}  // namespace dflash::trainer

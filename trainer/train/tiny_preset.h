@@ -1,0 +1,39 @@
+// The tiny preset of dflash-train (`--preset tiny`): a tiny random target of the Qwen3.5 architecture (both layer
+// kinds; the shapes of kernels/presets.cc "tiny", so `dflash-tune warmup --preset tiny` covers its kernels), a
+// synthetic dataset sampled from it (synthetic_data.h: random prompts + the target's greedy continuations), a drafter
+// config, and the training options that make loss fall and tau rise within a few minutes on a CPU.
+//   <dir>/target/{config.json, model.safetensors}   <dir>/drafter_config.json
+//   <dir>/data/train.jsonl                          <dir>/data/eval_prompts.jsonl
+//   <dir>/preset.json                               what was generated (a complete preset is reused, not rebuilt)
+// Who may call: tools/dflash_train and tests. Thread-safety: one thread.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <ostream>
+
+#include "cache/status.h"
+#include "trainer/train/train_options.h"
+
+namespace dflash::trainer {
+
+struct TinyPresetSize {
+  std::int64_t samples = 192;           // training samples
+  std::int64_t prompt_tokens = 32;
+  std::int64_t continuation_tokens = 224;
+  std::int64_t eval_prompts = 8;
+  std::uint64_t seed = 0;
+  double target_init_std = 0.02;        // the target's Linear weights (HF init)
+  // The target's token embedding, much larger than the layers' updates: the residual stream stays close to the
+  // current token's embedding, so the greedy continuation is dominated by a token -> token map (through embedding
+  // and lm_head) and falls into cycles: structure a drafter can learn, from a fully random model.
+  double target_embed_std = 1.0;
+};
+
+// Generates (or reuses) the preset's files under `dir`. IoError / Internal from the writers and the target.
+Status PrepareTinyPreset(const std::filesystem::path& dir, const TinyPresetSize& size, std::ostream& log);
+
+// Training options of the preset (paths under `dir`, shapes, schedule); the caller may override fields afterwards.
+TrainOptions TinyPresetOptions(const std::filesystem::path& dir, const std::filesystem::path& output_dir);
+
+}  // namespace dflash::trainer
