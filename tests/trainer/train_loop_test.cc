@@ -16,29 +16,11 @@
 #include "trainer/checkpoint/model_config.h"
 #include "trainer/nn/tensor_io.h"
 #include "trainer/train/train_checkpoint.h"
+#include "train_test_util.h"
 
 namespace dflash::trainer {
 namespace {
 namespace fs = std::filesystem;
-
-constexpr std::int64_t kVocab = 64;
-
-nlohmann::json TargetJson() {
-  return {{"model_type", "qwen3_5_text"}, {"hidden_size", 32},          {"intermediate_size", 64},
-          {"num_hidden_layers", 5},       {"full_attention_interval", 4}, {"num_attention_heads", 2},
-          {"num_key_value_heads", 1},     {"head_dim", 16},             {"linear_num_key_heads", 1},
-          {"linear_num_value_heads", 2},  {"linear_key_head_dim", 16},  {"linear_value_head_dim", 16},
-          {"linear_conv_kernel_dim", 4},  {"vocab_size", kVocab},       {"rms_norm_eps", 1e-6},
-          {"rope_theta", 10000.0},        {"partial_rotary_factor", 0.25}};
-}
-
-nlohmann::json DrafterJson() {
-  return {{"hidden_size", 32},        {"intermediate_size", 64}, {"num_hidden_layers", 2},
-          {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"head_dim", 16},
-          {"vocab_size", kVocab},     {"rms_norm_eps", 1e-6},     {"rope_theta", 10000.0},
-          {"block_size", 8},          {"mask_token_id", kVocab - 1},
-          {"layer_types", {"sliding_attention", "full_attention"}}, {"sliding_window", 16}};
-}
 
 class TrainLoop : public ::testing::Test {
  protected:
@@ -47,27 +29,7 @@ class TrainLoop : public ::testing::Test {
                                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(root_);
     fs::create_directories(root_);
-    auto config = ParseTargetConfig(TargetJson(), "test target");
-    ASSERT_TRUE(config.ok()) << config.status().ToString();
-    TargetLoadOptions options;
-    options.dtype = torch::kFloat;
-    options.taps = {1, 2};
-    auto target = TargetModel::RandomInit(*config, options, /*seed=*/3, /*init_std=*/0.2);
-    ASSERT_TRUE(target->SaveHf(root_ / "target").ok());
-    std::ofstream(root_ / "drafter.json") << DrafterJson().dump();
-    // Learnable rule: after a prompt of 4 random tokens, x[t+1] = (5 x[t] + 3) mod 61; loss on the rule's part.
-    std::mt19937 rng(11);
-    std::ofstream data(root_ / "data.jsonl");
-    for (int s = 0; s < 24; ++s) {
-      nlohmann::json ids = nlohmann::json::array(), mask = nlohmann::json::array();
-      int x = 0;
-      for (int t = 0; t < 48; ++t) {
-        x = t < 4 ? int(rng() % 61) : (5 * x + 3) % 61;
-        ids.push_back(x);
-        mask.push_back(t < 4 ? 0 : 1);
-      }
-      data << nlohmann::json{{"input_ids", ids}, {"loss_mask", mask}}.dump() << "\n";
-    }
+    testing::WriteSmallTrainingSetup(root_);
   }
   void TearDown() override { fs::remove_all(root_); }
 

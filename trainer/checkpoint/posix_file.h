@@ -1,7 +1,8 @@
 // PosixFile: a move-only owner of one file descriptor with the few calls the checkpoint code needs
 // (open read-only, size, positioned reads that finish or fail, full writes, fsync) and AtomicWriteFile,
 // the one publish path for checkpoint files: write a temporary beside the target, fsync, rename, fsync the folder.
-// Called by safetensors.cc, checkpoint.cc and safetensors_writer.cc only.
+// Called by the checkpoint readers/writers and, for AtomicWriteFile, by everything in trainer/ that publishes a
+// file (config.json of models, training checkpoints, synthetic data).
 // Thread-safety: ReadAt (pread) may be called from many threads on one const PosixFile; everything else is
 // single-threaded.
 #pragma once

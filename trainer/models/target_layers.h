@@ -7,7 +7,7 @@
 //   dense (Qwen3): standard RMSNorms, q/k norms, full RoPE, causal attention.
 // Every layer: h + mixer(input_layernorm(h)), then h + SwiGLU(post_attention_layernorm(h)).
 // The hot operations go through Ops (attention, conv1d, delta rule), restarting at every document of cu_seqlens.
-// Who may call: target_model.cc and tests. Thread-safety: pure functions (Ops per thread, see ops.h).
+// Who may call: target_model.cc, target_decoder.cc and tests. Thread-safety: pure functions (Ops per thread, see ops.h).
 #pragma once
 
 #include <torch/torch.h>

@@ -6,7 +6,7 @@
 //   A_log = log(uniform(1, 16)); dt_bias = 1 (HF's init).
 // Each tensor draws from its own generator seeded by (seed, name), so a tensor's values do not depend on which other
 // tensors are created (a features-only model and a full one of the same seed agree).
-// Who may call: target_model.cc and tests. Thread-safety: pure functions.
+// Who may call: target_model.cc, target_decoder.cc and tests. Thread-safety: pure functions.
 #pragma once
 
 #include <torch/torch.h>
