@@ -119,4 +119,8 @@ Status AtomicWriteFile(const std::filesystem::path& path, const std::function<St
   return Status::Ok();
 }
 
+Status AtomicWriteText(const std::filesystem::path& path, std::string_view text) {
+  return AtomicWriteFile(path, [&](const ByteSink& sink) { return sink(std::as_bytes(std::span(text))); });
+}
+
 }  // namespace dflash::trainer

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <span>
+#include <string_view>
 
 #include "cache/status.h"
 
@@ -47,5 +48,8 @@ using ByteSink = std::function<Status(std::span<const std::byte>)>;
 // which is fsync'ed and renamed over `path` (then the folder is fsync'ed). On any error the temporary is removed and
 // `path` is untouched: readers see the old file or the whole new one, never a part.
 Status AtomicWriteFile(const std::filesystem::path& path, const std::function<Status(const ByteSink&)>& produce);
+
+// AtomicWriteFile of a whole text (config.json files, state files, reports).
+Status AtomicWriteText(const std::filesystem::path& path, std::string_view text);
 
 }  // namespace dflash::trainer

@@ -16,10 +16,7 @@ Status Drafter::Save(const std::filesystem::path& dir, torch::Dtype dtype) const
   std::filesystem::create_directories(dir, ec);
   if (ec) return IoError("cannot create drafter folder " + dir.string() + ": " + ec.message());
   DFLASH_RETURN_IF_ERROR(nn::SaveTensors(dir / kSingleSafetensorsName, params_, dtype));
-  const std::string text = DrafterConfigJson(config_, dtype).dump(2) + "\n";
-  return AtomicWriteFile(dir / "config.json", [&](const ByteSink& sink) {
-    return sink(std::as_bytes(std::span(text.data(), text.size())));
-  });
+  return AtomicWriteText(dir / "config.json", DrafterConfigJson(config_, dtype).dump(2) + "\n");
 }
 
 Result<std::unique_ptr<Drafter>> Drafter::Load(const std::filesystem::path& dir, torch::Device device) {

@@ -54,10 +54,7 @@ nlohmann::json TargetConfigJson(const TargetConfig& c) {
 }
 
 Status WriteTargetConfig(const std::filesystem::path& path, const TargetConfig& config) {
-  const std::string text = TargetConfigJson(config).dump(2) + "\n";
-  return AtomicWriteFile(path, [&](const ByteSink& sink) {
-    return sink(std::as_bytes(std::span<const char>(text.data(), text.size())));
-  });
+  return AtomicWriteText(path, TargetConfigJson(config).dump(2) + "\n");
 }
 
 }  // namespace dflash::trainer

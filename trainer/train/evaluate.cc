@@ -1,8 +1,8 @@
 #include "trainer/train/evaluate.h"
 
 #include <cstdio>
-#include <fstream>
 
+#include "trainer/checkpoint/posix_file.h"
 #include "trainer/data/jsonl_dataset.h"
 #include "trainer/ops/reference_ops.h"
 #include "trainer/train/ops_setup.h"
@@ -56,9 +56,7 @@ Result<SpecDecodeReport> RunEval(const EvalOptions& options, std::ostream& log) 
   DFLASH_ASSIGN_OR_RETURN(SpecDecodeReport report, EvaluateSpeculative(*target, *drafter, prompts, decode, *ops));
   PrintSpecDecodeReport(log, "eval " + options.drafter_dir.string(), report);
   if (!options.report.empty()) {
-    std::ofstream f(options.report, std::ios::trunc);
-    f << report.ToJson().dump(2) << "\n";
-    if (!f) return IoError("cannot write " + options.report.string());
+    DFLASH_RETURN_IF_ERROR(AtomicWriteText(options.report, report.ToJson().dump(2) + "\n"));
   }
   return report;
 }

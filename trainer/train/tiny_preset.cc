@@ -5,6 +5,7 @@
 
 #include "kernels/presets.h"
 #include "trainer/checkpoint/model_config.h"
+#include "trainer/checkpoint/posix_file.h"
 #include "trainer/checkpoint/target_tensors.h"
 #include "trainer/models/drafter_config.h"
 #include "trainer/models/target_model.h"
@@ -18,7 +19,7 @@ constexpr std::int64_t kMaxLength = 512;  // kernels/presets.cc "tiny"
 constexpr std::int64_t kAnchors = 16;
 
 // The full target config.json of the preset: the kernel preset's shapes plus the fields a loader needs.
-Result<nlohmann::json> TargetConfigJson() {
+Result<nlohmann::json> TinyTargetConfigJson() {
   DFLASH_ASSIGN_OR_RETURN(kernels::TrainingShapes shapes, kernels::PresetShapes("tiny"));
   nlohmann::json t = shapes.target;
   t["rms_norm_eps"] = 1e-6;
@@ -52,13 +53,6 @@ Result<DrafterConfig> TinyDrafterConfig(const TargetConfig& target) {
   return ResolveDrafterConfig(c);
 }
 
-Status WriteText(const fs::path& path, const std::string& text) {
-  std::ofstream f(path, std::ios::trunc);
-  f << text;
-  f.close();
-  return f ? Status::Ok() : IoError("cannot write " + path.string());
-}
-
 nlohmann::json PresetMarker(const TinyPresetSize& s) {
   return {{"preset", "tiny"},          {"samples", s.samples},         {"prompt_tokens", s.prompt_tokens},
           {"continuation_tokens", s.continuation_tokens}, {"eval_prompts", s.eval_prompts}, {"seed", s.seed},
@@ -84,7 +78,7 @@ Status PrepareTinyPreset(const fs::path& dir, const TinyPresetSize& size, std::o
   std::error_code ec;
   fs::create_directories(dir / "data", ec);
   if (ec) return IoError("cannot create " + (dir / "data").string() + ": " + ec.message());
-  DFLASH_ASSIGN_OR_RETURN(nlohmann::json target_json, TargetConfigJson());
+  DFLASH_ASSIGN_OR_RETURN(nlohmann::json target_json, TinyTargetConfigJson());
   DFLASH_ASSIGN_OR_RETURN(TargetConfig target_config, ParseTargetConfig(target_json, "tiny preset target"));
   DFLASH_ASSIGN_OR_RETURN(DrafterConfig drafter_config, TinyDrafterConfig(target_config));
 
@@ -99,7 +93,7 @@ Status PrepareTinyPreset(const fs::path& dir, const TinyPresetSize& size, std::o
   DFLASH_ASSIGN_OR_RETURN(auto target, TargetModel::FromWeights(target_config, options, weights));
   DFLASH_RETURN_IF_ERROR(target->SaveHf(dir / "target"));
   DFLASH_RETURN_IF_ERROR(
-      WriteText(dir / "drafter_config.json", DrafterConfigJson(drafter_config, torch::kBFloat16).dump(2) + "\n"));
+      AtomicWriteText(dir / "drafter_config.json", DrafterConfigJson(drafter_config, torch::kBFloat16).dump(2) + "\n"));
 
   SyntheticDataOptions data_options;
   data_options.num_samples = size.samples;
@@ -113,7 +107,7 @@ Status PrepareTinyPreset(const fs::path& dir, const TinyPresetSize& size, std::o
   DFLASH_ASSIGN_OR_RETURN(SyntheticData synthetic, GenerateSyntheticData(*target, data_options));
   DFLASH_RETURN_IF_ERROR(WriteJsonl(dir / "data" / "train.jsonl", synthetic.train));
   DFLASH_RETURN_IF_ERROR(WriteJsonl(dir / "data" / "eval_prompts.jsonl", synthetic.eval_prompts));
-  DFLASH_RETURN_IF_ERROR(WriteText(dir / "preset.json", marker.dump(2) + "\n"));  // last: marks it complete
+  DFLASH_RETURN_IF_ERROR(AtomicWriteText(dir / "preset.json", marker.dump(2) + "\n"));  // last: marks it complete
   log << " done in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s\n";
   return Status::Ok();
 }

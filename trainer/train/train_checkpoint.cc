@@ -19,12 +19,6 @@ namespace {
 
 constexpr char kStatePrefix[] = "step-";
 
-Status WriteText(const fs::path& path, const std::string& text) {
-  return AtomicWriteFile(path, [&](const ByteSink& sink) {
-    return sink(std::span<const std::byte>(reinterpret_cast<const std::byte*>(text.data()), text.size()));
-  });
-}
-
 Status FsyncDir(const fs::path& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd < 0) return IoError("cannot open folder " + dir.string() + " to fsync it");
@@ -86,13 +80,13 @@ Result<fs::path> SaveTrainCheckpoint(const fs::path& output_dir, const Drafter& 
                             {"batcher", state.batcher.ToJson()},
                             {"options", state.options},
                             {"progress", state.progress}};
-  DFLASH_RETURN_IF_ERROR(WriteText(partial / "state.json", j.dump(2) + "\n"));
+  DFLASH_RETURN_IF_ERROR(AtomicWriteText(partial / "state.json", j.dump(2) + "\n"));
 
   if (fs::exists(final_dir)) fs::remove_all(final_dir, ec);  // the same step saved again (e.g. final == periodic)
   fs::rename(partial, final_dir, ec);
   if (ec) return IoError("cannot rename " + partial.string() + " to " + final_dir.string() + ": " + ec.message());
   DFLASH_RETURN_IF_ERROR(FsyncDir(root));
-  DFLASH_RETURN_IF_ERROR(WriteText(root / "latest", final_dir.filename().string() + "\n"));
+  DFLASH_RETURN_IF_ERROR(AtomicWriteText(root / "latest", final_dir.filename().string() + "\n"));
 
   auto complete = CompleteCheckpoints(root);
   for (std::size_t i = 0; keep > 0 && i + static_cast<std::size_t>(keep) < complete.size(); ++i) {
