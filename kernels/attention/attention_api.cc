@@ -87,7 +87,7 @@ Result<dflash_attn::AttnParams> MakeParams(const AttentionArgs& a, Direction dir
 Status RunLaunches(const tuner::LoadedVariant& winner, const std::vector<KernelLaunch>& launches,
                    dflash_attn::AttnParams& params, CUstream stream) {
   for (const KernelLaunch& l : launches) {
-    if (l.grid_x == 0) continue;
+    if (l.grid_x == 0 || l.grid_y == 0 || l.grid_z == 0) continue;
     DFLASH_ASSIGN_OR_RETURN(CUfunction f, winner.Function(l.name_expression));
     void* args[] = {&params};
     DFLASH_RETURN_IF_ERROR(gpu::Launch(f, {l.grid_x, l.grid_y, l.grid_z}, {l.threads, 1, 1}, l.shared_bytes, stream,

@@ -16,6 +16,7 @@
 #include "attention_mask.cuh"
 #include "attention_mma.cuh"
 #include "attention_params.cuh"
+#include "attention_schedule.cuh"
 
 namespace dflash_attn {
 
@@ -92,8 +93,8 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
   unsigned char* sCls = reinterpret_cast<unsigned char*>(sDelta + STAGES * BM);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int b = blockIdx.z, hk = blockIdx.y;
-  const int k0 = blockIdx.x * BN;
+  const int b = ScheduledBatch(), hk = ScheduledHead();
+  const int k0 = ScheduledTile<false>() * BN;
   MaskParams m = p.mask;
   m.kind = MASK;
   const int Sq = m.seq_q, Skv = m.seq_kv;
@@ -259,8 +260,8 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdDq(const AttnParams p) {
   unsigned char* sCls = reinterpret_cast<unsigned char*>(sV + STAGES * BN * D);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int b = blockIdx.z, h = blockIdx.y;
-  const int q0 = blockIdx.x * BM;
+  const int b = ScheduledBatch(), h = ScheduledHead();
+  const int q0 = ScheduledTile<true>() * BM;
   MaskParams m = p.mask;
   m.kind = MASK;
   const int Sq = m.seq_q, Skv = m.seq_kv;

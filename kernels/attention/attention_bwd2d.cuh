@@ -16,6 +16,7 @@
 #include "attention_mask.cuh"
 #include "attention_mma.cuh"
 #include "attention_params.cuh"
+#include "attention_schedule.cuh"
 
 namespace dflash_attn {
 
@@ -51,8 +52,8 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wk = warp % MW, wq = warp / MW;     // phases 1 and 2
   const int wqq = warp % QQ, wdd = warp / QQ;   // phase 3
-  const int b = blockIdx.z, hk = blockIdx.y;
-  const int k0 = blockIdx.x * BN;
+  const int b = ScheduledBatch(), hk = ScheduledHead();
+  const int k0 = ScheduledTile<false>() * BN;
   MaskParams m = p.mask;
   m.kind = MASK;
   const int Sq = m.seq_q, Skv = m.seq_kv;

@@ -95,8 +95,8 @@ std::vector<KernelLaunch> ForwardLaunches(const tuner::Config& c, const ProblemS
   const int d = static_cast<int>(p.head_dim);
   KernelLaunch k;
   k.name_expression = Expr("AttnFwd", {d, bm, bn, w, st, p.mask});
-  k.grid_x = CeilDiv(p.seq_q, bm);
-  k.grid_y = static_cast<unsigned>(p.heads_q);
+  k.grid_x = static_cast<unsigned>(p.heads_q);  // (heads, tiles, batch): attention_schedule.cuh
+  k.grid_y = CeilDiv(p.seq_q, bm);
   k.grid_z = static_cast<unsigned>(p.batch);
   k.threads = static_cast<unsigned>(w * 32);
   k.shared_bytes = static_cast<unsigned>(dflash_attn::FwdSmemBytes(d, bm, bn, st));
@@ -124,8 +124,8 @@ std::vector<KernelLaunch> BackwardLaunches(const tuner::Config& c, const Problem
     kv.name_expression += dq == 0 ? ",true>" : ",false>";
     kv.shared_bytes = static_cast<unsigned>(dflash_attn::BwdSmemBytes(d, bm, bn, st));
   }
-  kv.grid_x = CeilDiv(p.seq_kv, bn);
-  kv.grid_y = static_cast<unsigned>(p.heads_kv);
+  kv.grid_x = static_cast<unsigned>(p.heads_kv);  // (heads, tiles, batch): attention_schedule.cuh
+  kv.grid_y = CeilDiv(p.seq_kv, bn);
   kv.grid_z = static_cast<unsigned>(p.batch);
   kv.threads = static_cast<unsigned>(bn / 16 * 32);
   out.push_back(kv);
@@ -136,8 +136,8 @@ std::vector<KernelLaunch> BackwardLaunches(const tuner::Config& c, const Problem
   } else {
     KernelLaunch q;
     q.name_expression = Expr("AttnBwdDq", {d, bm, kDqTileN, bm / 16, st, p.mask});
-    q.grid_x = CeilDiv(p.seq_q, bm);
-    q.grid_y = static_cast<unsigned>(p.heads_q);
+    q.grid_x = static_cast<unsigned>(p.heads_q);  // (heads, tiles, batch): attention_schedule.cuh
+    q.grid_y = CeilDiv(p.seq_q, bm);
     q.grid_z = static_cast<unsigned>(p.batch);
     q.threads = static_cast<unsigned>(bm / 16 * 32);
     q.shared_bytes = static_cast<unsigned>(dflash_attn::BwdDqSmemBytes(d, bm, kDqTileN, st));

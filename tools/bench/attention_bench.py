@@ -190,7 +190,9 @@ def input_bytes(p):
 # -------------------------------------------------------------------------------------------------- torch side
 
 class Timer:
-    """Warm-up, then `reps` runs each after an L2 flush, timed with CUDA events around the run only; median ms."""
+    """Warm-up, then `reps` runs each after an L2 flush, timed with CUDA events around the run only; median ms.
+    With setup, each run is fn(setup()) and setup() runs untimed before the flush (the backward: a fresh forward
+    graph for every run, since a compiled backward with donated buffers may run only once per graph)."""
 
     def __init__(self, torch, warmup, reps, flush):
         self.torch, self.warmup, self.reps = torch, warmup, reps
@@ -199,18 +201,19 @@ class Timer:
             l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 << 20) or (64 << 20)
             self.flush = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
 
-    def __call__(self, fn):
+    def __call__(self, fn, setup=None):
         torch = self.torch
         for _ in range(self.warmup):
-            fn()
+            fn(setup()) if setup else fn()
         torch.cuda.synchronize()
         ts = []
         for _ in range(self.reps):
+            x = setup() if setup else None
             if self.flush is not None:
                 self.flush.zero_()
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()
-            fn()
+            fn(x) if setup else fn()
             b.record()
             b.synchronize()
             ts.append(a.elapsed_time(b))
@@ -243,9 +246,7 @@ def measure_fwd_bwd(torch, timer, fwd):
     peak = torch.cuda.max_memory_allocated() - m0
     del o, grads
     tf = timer(fwd)
-    o = fwd()
-    tb = timer(lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True))
-    del o
+    tb = timer(lambda o: torch.autograd.grad(o, (q, k, v), do), setup=fwd)
     return tf, tb, peak
 
 

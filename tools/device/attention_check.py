@@ -318,7 +318,7 @@ def run_fwd(drv, c, t, cfg):
     P = AttnParams()
     fill_params(c, P, t)
     name = mangle(*fwd_kernel(D, cfg, MASKS[c.mask]))
-    drv.launch(name, (math.ceil(c.Sq / bm), c.Hq, c.B), nw * 32, fwd_smem(D, bm, bn, st), P)
+    drv.launch(name, (c.Hq, math.ceil(c.Sq / bm), c.B), nw * 32, fwd_smem(D, bm, bn, st), P)  # attention_schedule.cuh
     return P
 
 
@@ -331,11 +331,11 @@ def run_bwd(drv, c, t, cfg):
     pre_grid = (math.ceil(c.Sq / 32), c.Hq, c.B)
     drv.launch(mangle(*ks[0]), pre_grid, 128, 0, P)
     smem = bwd2d_smem(D, bm, bn, st) if ks[1][0] == "AttnBwdKv2d" else bwd_smem(D, bm, bn, st)
-    drv.launch(mangle(*ks[1]), (math.ceil(c.Skv / bn), c.Hkv, c.B), bn // 16 * 32, smem, P)
+    drv.launch(mangle(*ks[1]), (c.Hkv, math.ceil(c.Skv / bn), c.B), bn // 16 * 32, smem, P)
     if dqm == 0:
         drv.launch(mangle(*ks[2]), pre_grid, 128, 0, P)
     else:
-        drv.launch(mangle(*ks[2]), (math.ceil(c.Sq / bm), c.Hq, c.B), bm // 16 * 32, dq_smem(D, bm, 64, st), P)
+        drv.launch(mangle(*ks[2]), (c.Hq, math.ceil(c.Sq / bm), c.B), bm // 16 * 32, dq_smem(D, bm, 64, st), P)
 
 
 def err(a, b, mask_rows=None):

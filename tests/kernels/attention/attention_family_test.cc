@@ -94,17 +94,21 @@ TEST(AttentionConfig, LaunchesCoverEveryRowAndNameTheMaskKind) {
   auto f = ForwardLaunches({{"block_m", 128}, {"block_n", 64}, {"warps", 8}, {"stages", 2}}, s);
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].name_expression, "dflash_attn::AttnFwd<128,128,64,8,2,3>");
-  EXPECT_EQ(f[0].grid_x * 128u >= 592u && (f[0].grid_x - 1) * 128u < 592u, true);
-  EXPECT_EQ(f[0].grid_y, 32u);
+  // Grid (heads, tiles, batch): every head of a tile starts together (attention_schedule.cuh).
+  EXPECT_EQ(f[0].grid_y * 128u >= 592u && (f[0].grid_y - 1) * 128u < 592u, true);
+  EXPECT_EQ(f[0].grid_x, 32u);
+  EXPECT_EQ(f[0].grid_z, 1u);
   EXPECT_LE(f[0].shared_bytes, 101376u);
   auto b = BackwardLaunches({{"block_m", 64}, {"block_n", 64}, {"stages", 1}, {"dq_mode", 0}}, s);
   ASSERT_EQ(b.size(), 3u);
   EXPECT_EQ(b[1].name_expression, "dflash_attn::AttnBwdKv<128,64,64,4,1,3,true>");
-  EXPECT_EQ(b[1].grid_x, (1092u + 63u) / 64u);
-  EXPECT_EQ(b[1].grid_y, 8u);  // one block per kv head: the GQA group is reduced inside
+  EXPECT_EQ(b[1].grid_y, (1092u + 63u) / 64u);
+  EXPECT_EQ(b[1].grid_x, 8u);  // one block per kv head: the GQA group is reduced inside
   EXPECT_EQ(b[2].name_expression, "dflash_attn::AttnBwdDqConvert<128>");
   auto b1 = BackwardLaunches({{"block_m", 64}, {"block_n", 64}, {"stages", 1}, {"dq_mode", 1}}, s);
   EXPECT_EQ(b1[2].name_expression, "dflash_attn::AttnBwdDq<128,64,64,4,1,3>");
+  EXPECT_EQ(b1[2].grid_x, 32u);
+  EXPECT_EQ(b1[2].grid_y, (592u + 63u) / 64u);
   auto b2 = BackwardLaunches({{"block_m", 64}, {"block_n", 128}, {"stages", 2}, {"dq_mode", 0}, {"warp_layout", 2}}, s);
   ASSERT_EQ(b2.size(), 3u);
   EXPECT_EQ(b2[1].name_expression, "dflash_attn::AttnBwdKv2d<128,64,128,8,2,3>");
