@@ -34,7 +34,8 @@ Result<Plans> MakePlans(const Geometry& g, const GdnArgs& args) {
 
 // Byte offsets of the workspace regions, in order.
 struct Offsets {
-  std::size_t gcum, w, u, kd, vnew, hbuf, maps, seg_states, chunks, segments, final_index, seq_segments, total;
+  std::size_t gcum, w, u, kd, vnew, hbuf, qg, pmat, maps, seg_states, chunks, segments, final_index, seq_segments,
+      total;
 };
 
 Offsets OffsetsOf(const Geometry& g, const GdnArgs& args, const Plans& p) {
@@ -52,8 +53,12 @@ Offsets OffsetsOf(const Geometry& g, const GdnArgs& args, const Plans& p) {
   o.w = take(T * HV * D * 2);
   o.u = take(T * HV * D * 2);
   o.kd = take(T * HV * D * 2);
-  o.vnew = take(T * HV * D * 2);
-  o.hbuf = take(nch * HV * D * D * 2);
+  const bool fused = g.fused != 0;
+  const std::size_t C = static_cast<std::size_t>(g.chunk);
+  o.vnew = take(fused ? 0 : T * HV * D * 2);
+  o.hbuf = take(fused ? 0 : nch * HV * D * D * 2);
+  o.qg = take(fused ? T * HV * D * 2 : 0);
+  o.pmat = take(fused ? nch * HV * C * C * 2 : 0);
   o.maps = take(split ? nseg * HV * D * 2 * D * 4 : 0);
   o.seg_states = take(split ? nseg * HV * D * D * 4 : 0);
   o.chunks = take(nch * sizeof(ChunkDesc));
@@ -150,6 +155,7 @@ Result<PreparedForward> PrepareChunkedForward(const Geometry& g, const GdnArgs& 
   f.num_segments = static_cast<int>(p.segments.segments.size());
   f.gcum = workspace + o.gcum, f.w = workspace + o.w, f.u = workspace + o.u, f.kd = workspace + o.kd;
   f.vnew = workspace + o.vnew, f.hbuf = workspace + o.hbuf, f.maps = workspace + o.maps;
+  f.qg = workspace + o.qg, f.pmat = workspace + o.pmat;
   f.seg_states = workspace + o.seg_states, f.chunks = workspace + o.chunks, f.segments = workspace + o.segments;
   f.final_index = workspace + o.final_index, f.seq_segments = workspace + o.seq_segments;
   DFLASH_RETURN_IF_ERROR(Upload(f.chunks, p.chunks.chunks.data(), p.chunks.chunks.size() * sizeof(ChunkDesc), "chunks"));
@@ -174,11 +180,12 @@ Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedF
 
   if (f.num_chunks > 0) {
     DFLASH_ASSIGN_OR_RETURN(CUfunction prep, winner.Function(names.prep));
-    CUdeviceptr k = args.k, v = args.v, a = args.a, b = args.b, alog = args.A_log, dtb = args.dt_bias;
-    long long kst = args.k_stride_t, ksh = args.k_stride_h, vst = args.v_stride_t, vsh = args.v_stride_h,
-              abst = args.ab_stride_t;
-    CUdeviceptr chunks = f.chunks, gcum = f.gcum, w = f.w, u = f.u, kd = f.kd;
-    void* pa[] = {&k, &kst, &ksh, &v, &vst, &vsh, &a, &b, &abst, &alog, &dtb, &chunks, &H, &HV, &gcum, &w, &u, &kd};
+    CUdeviceptr q = args.q, k = args.k, v = args.v, a = args.a, b = args.b, alog = args.A_log, dtb = args.dt_bias;
+    long long qst = args.q_stride_t, qsh = args.q_stride_h, kst = args.k_stride_t, ksh = args.k_stride_h,
+              vst = args.v_stride_t, vsh = args.v_stride_h, abst = args.ab_stride_t;
+    CUdeviceptr chunks = f.chunks, gcum = f.gcum, w = f.w, u = f.u, kd = f.kd, qg = f.qg, pmat = f.pmat;
+    void* pa[] = {&q,    &qst, &qsh,    &k, &kst, &ksh,  &v, &vst, &vsh, &a,     &b,  &abst,
+                  &alog, &dtb, &chunks, &H, &HV,  &gcum, &w, &u,   &kd,  &scale, &qg, &pmat};
     DFLASH_RETURN_IF_ERROR(gpu::Launch(prep, {static_cast<unsigned>(f.num_chunks), static_cast<unsigned>(HV), 1},
                                        {nt, 1, 1}, PrepSharedBytesOf(g), stream, pa, label + " prep"));
   }
@@ -200,8 +207,16 @@ Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedF
                                        {kCombineThreads, 1, 1}, CombineSharedBytesOf(g), stream, pc, label + " combine"));
     state_h0 = f.seg_states;
   }
-  DFLASH_ASSIGN_OR_RETURN(CUfunction state, winner.Function(names.state));
   CUdeviceptr final_index = f.final_index, ht = args.ht;
+  if (g.fused) {
+    DFLASH_ASSIGN_OR_RETURN(CUfunction fused, winner.Function(names.fused));
+    CUdeviceptr qg = f.qg, pmat = f.pmat, o = args.o;
+    long long ost = args.o_stride_t, osh = args.o_stride_h;
+    void* pf[] = {&kd, &w, &u, &qg, &pmat, &gcum, &segs, &final_index, &HV, &state_h0, &ht, &o, &ost, &osh};
+    return gpu::Launch(fused, {static_cast<unsigned>(kHeadDim / g.state_bv), static_cast<unsigned>(HV), nseg},
+                       {nt, 1, 1}, FusedSharedBytesOf(g), stream, pf, label + " fused");
+  }
+  DFLASH_ASSIGN_OR_RETURN(CUfunction state, winner.Function(names.state));
   void* ps[] = {&kd, &w, &u, &gcum, &segs, &final_index, &HV, &state_h0, &ht, &hbuf, &vnew};
   DFLASH_RETURN_IF_ERROR(gpu::Launch(state, {static_cast<unsigned>(kHeadDim / g.state_bv), static_cast<unsigned>(HV), nseg},
                                      {nt, 1, 1}, StateSharedBytesOf(g), stream, ps, label + " state"));

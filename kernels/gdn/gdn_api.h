@@ -45,15 +45,16 @@ struct GdnArgs {
 Status ValidateArgs(const GdnArgs& args);
 
 // Device workspace the chunked forward needs for these sequences with this config (bytes): intermediates
-// O(tokens * HV * 128) (gamma, W, U, kd, V_new), the chunk states h_n (bf16, 32 KiB per chunk and head), the
-// split pass's segment maps and states, and the uploaded plan.
+// O(tokens * HV * 128) (gamma, W, U, kd; unfused: V_new and the chunk states h_n, bf16, 32 KiB per chunk and
+// head; fused: qg and the chunk's C x C output matrices P), the split pass's segment maps and states, and the
+// uploaded plan.
 Result<std::size_t> ChunkedWorkspaceBytes(const Geometry& g, const GdnArgs& args);
 
 // The chunk/segment plan of one call, uploaded into a workspace (device pointers into it).
 struct PreparedForward {
   Geometry geometry;
   int num_seqs = 0, num_chunks = 0, num_segments = 0;
-  CUdeviceptr gcum = 0, w = 0, u = 0, kd = 0, vnew = 0, hbuf = 0, maps = 0, seg_states = 0;
+  CUdeviceptr gcum = 0, w = 0, u = 0, kd = 0, vnew = 0, hbuf = 0, qg = 0, pmat = 0, maps = 0, seg_states = 0;
   CUdeviceptr chunks = 0, segments = 0, final_index = 0, seq_segments = 0;
 };
 // Plans the chunks for args.cu_seqlens and uploads the plan (synchronous copy: no work in flight may be

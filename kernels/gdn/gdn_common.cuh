@@ -81,51 +81,62 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const bf16* 
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(a));
 }
-__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+__device__ __forceinline__ void mma_bf16_16816(float& d0, float& d1, float& d2, float& d3, const unsigned (&a)[4],
+                                               unsigned b0, unsigned b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// C[M x N] = A[M x KD] * B[KD x N] from shared memory, bf16 operands, fp32 accumulation, by NWARPS warps.
-// Storage: A is [M][KD] row-major (lda) unless A_KM, then [KD][M] (A transposed in memory);
-//          B is [N][KD] row-major (ldb) unless B_KN, then [KD][N].
-// Each warp owns 16x16 output tiles (round robin) and hands every result pair to
+// One warp's 16 x 16 tile of C[M x N] += A[M x KD] * B[KD x N] at (m0, n0), operands in shared memory (bf16),
+// accumulators in registers: acc[0..3] is the m16n8 fragment of columns n0..n0+7, acc[4..7] of n0+8..n0+15;
+// lane l holds (m0 + l/4, n0 + 2(l%4) + {0,1}) in acc[0..1] / acc[4..5] and row + 8 in acc[2..3] / acc[6..7]
+// (tile_row / tile_col below). Storage: A is [M][KD] row-major (lda) unless A_KM, then [KD][M];
+// B is [N][KD] row-major (ldb) unless B_KN, then [KD][N]. The whole warp calls it; no barrier inside.
+template <int KD, bool A_KM, bool B_KN>
+__device__ __forceinline__ void warp_tile_mma(float (&acc)[8], const bf16* A, int lda, const bf16* B, int ldb,
+                                              int m0, int n0) {
+  static_assert(KD % 16 == 0, "GEMM depth must be a multiple of 16");
+  const int lane = threadIdx.x % 32, mi = lane / 8, li = lane % 8;
+#pragma unroll
+  for (int k0 = 0; k0 < KD; k0 += 16) {
+    unsigned a[4], b[4];
+    if constexpr (!A_KM) {
+      ldmatrix_x4(a, A + (m0 + (mi % 2) * 8 + li) * lda + k0 + (mi / 2) * 8);
+    } else {
+      ldmatrix_x4_trans(a, A + (k0 + (mi / 2) * 8 + li) * lda + m0 + (mi % 2) * 8);
+    }
+    if constexpr (!B_KN) {
+      ldmatrix_x4(b, B + (n0 + (mi / 2) * 8 + li) * ldb + k0 + (mi % 2) * 8);
+    } else {
+      ldmatrix_x4_trans(b, B + (k0 + (mi % 2) * 8 + li) * ldb + n0 + (mi / 2) * 8);
+    }
+    mma_bf16_16816(acc[0], acc[1], acc[2], acc[3], a, b[0], b[1]);
+    mma_bf16_16816(acc[4], acc[5], acc[6], acc[7], a, b[2], b[3]);
+  }
+}
+// Position of the accumulator pair acc[2j], acc[2j+1] (j = 0..3) of warp_tile_mma's tile at (m0, n0).
+__device__ __forceinline__ int tile_row(int m0, int j) { return m0 + (threadIdx.x % 32) / 4 + (j % 2) * 8; }
+__device__ __forceinline__ int tile_col(int n0, int j) { return n0 + (j / 2) * 8 + (threadIdx.x % 4) * 2; }
+
+// C[M x N] = A[M x KD] * B[KD x N] from shared memory, bf16 operands, fp32 accumulation, by NWARPS warps
+// (storage as warp_tile_mma). Each warp owns 16x16 output tiles (round robin) and hands every result pair to
 // epi(row, col, value(row, col), value(row, col + 1)); col is even. An output element is always handed to the
 // same thread for the same <M, N, NWARPS>, so consecutive GEMMs of one shape may update an element without a
 // barrier. No barrier inside: callers synchronise around the operands.
 template <int M, int N, int KD, bool A_KM, bool B_KN, int NWARPS, class Epi>
 __device__ __forceinline__ void smem_gemm(const bf16* A, int lda, const bf16* B, int ldb, Epi epi) {
   static_assert(M % 16 == 0 && N % 16 == 0 && KD % 16 == 0, "GEMM tile sizes must be multiples of 16");
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
   constexpr int kTilesN = N / 16;
-  const int mi = lane / 8, li = lane % 8;
   for (int t = warp; t < (M / 16) * kTilesN; t += NWARPS) {
     const int m0 = (t / kTilesN) * 16, n0 = (t % kTilesN) * 16;
-    float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    warp_tile_mma<KD, A_KM, B_KN>(acc, A, lda, B, ldb, m0, n0);
 #pragma unroll
-    for (int k0 = 0; k0 < KD; k0 += 16) {
-      unsigned a[4], b[4];
-      if constexpr (!A_KM) {
-        ldmatrix_x4(a, A + (m0 + (mi % 2) * 8 + li) * lda + k0 + (mi / 2) * 8);
-      } else {
-        ldmatrix_x4_trans(a, A + (k0 + (mi / 2) * 8 + li) * lda + m0 + (mi % 2) * 8);
-      }
-      if constexpr (!B_KN) {
-        ldmatrix_x4(b, B + (n0 + (mi / 2) * 8 + li) * ldb + k0 + (mi % 2) * 8);
-      } else {
-        ldmatrix_x4_trans(b, B + (k0 + (mi % 2) * 8 + li) * ldb + n0 + (mi / 2) * 8);
-      }
-      mma_bf16_16816(acc0, a, b[0], b[1]);
-      mma_bf16_16816(acc1, a, b[2], b[3]);
-    }
-    const int r = m0 + lane / 4, c = (lane % 4) * 2;
-    epi(r, n0 + c, acc0[0], acc0[1]);
-    epi(r + 8, n0 + c, acc0[2], acc0[3]);
-    epi(r, n0 + 8 + c, acc1[0], acc1[1]);
-    epi(r + 8, n0 + 8 + c, acc1[2], acc1[3]);
+    for (int j = 0; j < 4; ++j) epi(tile_row(m0, j), tile_col(n0, j), acc[2 * j], acc[2 * j + 1]);
   }
 }
 

@@ -13,6 +13,7 @@ std::vector<tuner::TunableParam> Params() {
       {"out_bv", {32, 64, 128}, "output columns per block of the output kernel"},
       {"warps", {4, 8}, "warps per block (prep, state, output)"},
       {"segment_chunks", {0, 8, 16, 32}, "0: sequential state pass; else chunks per segment of the split pass"},
+      {"fused", {0, 1, 2}, "0: separate state and output kernels; 1, 2: one kernel with 1 or 2 load stages"},
   };
 }
 
@@ -25,6 +26,9 @@ std::string GeometryInvalidReason(const tuner::Config& config) {
     }
   }
   if (config.size() != Params().size()) return "unknown parameters in the config";
+  if (config.at("fused") > 0 && config.at("out_bv") != kFusedOutBv) {
+    return "out_bv is unused when fused (fused configs carry out_bv " + std::to_string(kFusedOutBv) + ")";
+  }
   return {};
 }
 
@@ -37,46 +41,70 @@ Result<Geometry> GeometryOf(const tuner::Config& config) {
   g.out_bv = static_cast<int>(config.at("out_bv"));
   g.warps = static_cast<int>(config.at("warps"));
   g.segment_chunks = static_cast<int>(config.at("segment_chunks"));
+  g.fused = static_cast<int>(config.at("fused"));
   return g;
 }
 
 tuner::Config ConfigOf(const Geometry& g) {
   return {{"chunk", g.chunk}, {"state_bv", g.state_bv}, {"out_bv", g.out_bv}, {"warps", g.warps},
-          {"segment_chunks", g.segment_chunks}};
+          {"segment_chunks", g.segment_chunks}, {"fused", g.fused}};
 }
 
 KernelNames KernelNamesOf(const Geometry& g) {
   const std::string c = std::to_string(g.chunk), s = std::to_string(g.state_bv), o = std::to_string(g.out_bv),
                     w = std::to_string(g.warps);
   KernelNames n;
-  n.prep = "gdn::gdn_chunk_prep<" + c + ", " + w + ">";
-  n.state = "gdn::gdn_chunk_state<" + c + ", " + s + ", " + w + ", false>";
+  n.prep = "gdn::gdn_chunk_prep<" + c + ", " + w + (g.fused ? ", true>" : ", false>");
   n.transfer = "gdn::gdn_chunk_state<" + c + ", " + s + ", " + w + ", true>";
   n.combine = "gdn::gdn_state_combine<" + s + ">";
-  n.output = "gdn::gdn_chunk_output<" + c + ", " + o + ", " + w + ">";
+  if (g.fused) {
+    n.fused = "gdn::gdn_chunk_fused<" + c + ", " + s + ", " + w + ", " + std::to_string(g.fused) + ">";
+  } else {
+    n.state = "gdn::gdn_chunk_state<" + c + ", " + s + ", " + w + ", false>";
+    n.output = "gdn::gdn_chunk_output<" + c + ", " + o + ", " + w + ">";
+  }
   n.recurrent = "gdn::gdn_recurrent<" + std::to_string(kRecurrentBv) + ">";
   return n;
+}
+
+std::vector<std::string> KernelNames::All() const {
+  std::vector<std::string> all;
+  for (const std::string* e : {&prep, &state, &transfer, &combine, &output, &fused, &recurrent}) {
+    if (!e->empty()) all.push_back(*e);
+  }
+  return all;
 }
 
 int PrepSharedBytesOf(const Geometry& g) { return ::gdn::PrepSharedBytes(g.chunk); }
 int StateSharedBytesOf(const Geometry& g) { return ::gdn::StateSharedBytes(g.chunk, g.state_bv); }
 int CombineSharedBytesOf(const Geometry& g) { return ::gdn::CombineSharedBytes(g.state_bv); }
 int OutputSharedBytesOf(const Geometry& g) { return ::gdn::OutputSharedBytes(g.chunk, g.out_bv); }
+int FusedSharedBytesOf(const Geometry& g) { return ::gdn::FusedSharedBytes(g.chunk, g.state_bv, g.fused); }
 int MaxSharedBytesOf(const Geometry& g) {
-  int m = std::max(PrepSharedBytesOf(g), StateSharedBytesOf(g));
-  m = std::max(m, OutputSharedBytesOf(g));
+  int m = PrepSharedBytesOf(g);
+  if (g.fused) {
+    m = std::max(m, FusedSharedBytesOf(g));
+    if (g.segment_chunks > 0) m = std::max(m, StateSharedBytesOf(g));  // the transfer pass
+  } else {
+    m = std::max({m, StateSharedBytesOf(g), OutputSharedBytesOf(g)});
+  }
   if (g.segment_chunks > 0) m = std::max(m, CombineSharedBytesOf(g));
   return m;
 }
 
 std::vector<KernelShape> KernelShapesOf(const Geometry& g) {
   const KernelNames n = KernelNamesOf(g);
-  return {{n.prep, g.threads(), PrepSharedBytesOf(g)},
-          {n.state, g.threads(), StateSharedBytesOf(g)},
-          {n.transfer, g.threads(), StateSharedBytesOf(g)},
-          {n.combine, kCombineThreads, CombineSharedBytesOf(g)},
-          {n.output, g.threads(), OutputSharedBytesOf(g)},
-          {n.recurrent, 2u * kRecurrentBv, 0}};
+  std::vector<KernelShape> shapes = {{n.prep, g.threads(), PrepSharedBytesOf(g)},
+                                     {n.transfer, g.threads(), StateSharedBytesOf(g)},
+                                     {n.combine, kCombineThreads, CombineSharedBytesOf(g)},
+                                     {n.recurrent, 2u * kRecurrentBv, 0}};
+  if (g.fused) {
+    shapes.push_back({n.fused, g.threads(), FusedSharedBytesOf(g)});
+  } else {
+    shapes.push_back({n.state, g.threads(), StateSharedBytesOf(g)});
+    shapes.push_back({n.output, g.threads(), OutputSharedBytesOf(g)});
+  }
+  return shapes;
 }
 
 }  // namespace dflash::gdn

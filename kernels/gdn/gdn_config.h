@@ -2,7 +2,10 @@
 // name expressions), their block sizes and dynamic shared memory (from gdn_layout.h, shared with the kernels).
 //   chunk           rows per chunk of the WY/UT formulation (C)
 //   state_bv        state columns per block of the state pass (and of the combine)
-//   out_bv          output columns per block of the output kernel
+//   out_bv          output columns per block of the output kernel (unfused only; fused configs list 64)
+//   fused           0: separate state and output kernels; 1 or 2: the state pass and the outputs in one kernel
+//                   (gdn_chunk_fused, state_bv columns per block, h_n and V_new stay on chip) with 1 or 2
+//                   load stages (2: the next chunk's operands load a whole chunk ahead, twice the smem)
 //   warps           warps per block of the prep / state / output kernels
 //   segment_chunks  0: one sequential state pass per sequence; else chunks per segment of the parallel split
 //                   (transfer maps per segment, combine, state pass per segment); a launch-time choice only
@@ -26,6 +29,7 @@ struct Geometry {
   int out_bv = 64;
   int warps = 4;
   int segment_chunks = 0;
+  int fused = 0;
   unsigned threads() const { return static_cast<unsigned>(warps) * 32u; }
 };
 
@@ -34,10 +38,14 @@ std::string GeometryInvalidReason(const tuner::Config& config);
 Result<Geometry> GeometryOf(const tuner::Config& config);
 tuner::Config ConfigOf(const Geometry& g);
 
-// The kernels of a variant, by role.
+// The out_bv a fused config carries (the parameter means nothing there; one value keeps the space free of
+// duplicate variants).
+constexpr int kFusedOutBv = 64;
+
+// The kernels of a variant, by role; state and output are empty in a fused variant, fused in an unfused one.
 struct KernelNames {
-  std::string prep, state, transfer, combine, output, recurrent;
-  std::vector<std::string> All() const { return {prep, state, transfer, combine, output, recurrent}; }
+  std::string prep, state, transfer, combine, output, fused, recurrent;
+  std::vector<std::string> All() const;  // the non-empty ones: what a variant compiles
 };
 KernelNames KernelNamesOf(const Geometry& g);
 
@@ -46,6 +54,7 @@ int PrepSharedBytesOf(const Geometry& g);
 int StateSharedBytesOf(const Geometry& g);
 int CombineSharedBytesOf(const Geometry& g);
 int OutputSharedBytesOf(const Geometry& g);
+int FusedSharedBytesOf(const Geometry& g);
 int MaxSharedBytesOf(const Geometry& g);
 constexpr unsigned kCombineThreads = 128;
 constexpr int kRecurrentBv = 32;

@@ -53,6 +53,7 @@ class GdnFamily final : public tuner::KernelFamily {
     g.out_bv = get("out_bv", 0);
     g.warps = get("warps", 0);
     g.segment_chunks = get("segment_chunks", 0);
+    g.fused = get("fused", 0);
     spec.name_expressions = KernelNamesOf(g).All();
     return spec;
   }

@@ -17,10 +17,9 @@ constexpr int kDim = 128;  // K = V
 GDN_HD constexpr int PadBf16Cols(int cols) { return cols + 8; }
 GDN_HD constexpr int PadF32Cols(int cols) { return cols + 4; }
 
-// gdn_chunk_prep<C, NWARPS>: kn, vb [C][136] bf16; L/T [C][C+4] fp32; Tb [C][C+8] bf16; gamma, beta [C] fp32.
-GDN_HD constexpr int PrepSharedBytes(int c) {
-  return 2 * c * PadBf16Cols(kDim) * 2 + c * PadF32Cols(c) * 4 + c * PadBf16Cols(c) * 2 + 2 * c * 4;
-}
+// gdn_chunk_prep<C, NWARPS, FUSED>: kn and q-then-v [C][136] bf16; L/T [C][C+4] fp32 (later Tb [C][C+8] bf16 in
+// the same space); gamma, beta [C] fp32. The same for both FUSED values.
+GDN_HD constexpr int PrepSharedBytes(int c) { return 2 * c * PadBf16Cols(kDim) * 2 + c * PadF32Cols(c) * 4 + 2 * c * 4; }
 
 // gdn_chunk_state<C, BV, NWARPS, TRANSFER>: hf [128][BV+4] fp32, hb [128][BV+8] bf16, W and kd [C][136] bf16,
 // U slice and V_new [C][BV+8] bf16.
@@ -34,6 +33,13 @@ GDN_HD constexpr int StateSharedBytes(int c, int bv) {
 GDN_HD constexpr int OutputSharedBytes(int c, int bv) {
   return 2 * c * PadBf16Cols(kDim) * 2 + c * PadF32Cols(c > bv ? c : bv) * 4 + kDim * PadBf16Cols(bv) * 2 +
          c * PadBf16Cols(bv) * 2 + c * 4;
+}
+
+// gdn_chunk_fused<C, BV, NWARPS, STAGES>: h [128][BV+8] bf16 and V_new [C][BV+8] bf16 (h itself is in
+// registers), then per load stage W, kd, qg [C][136] bf16, P [C][C+8] bf16 and the U slice [C][BV+8] bf16.
+GDN_HD constexpr int FusedSharedBytes(int c, int bv, int stages) {
+  return kDim * PadBf16Cols(bv) * 2 + c * PadBf16Cols(bv) * 2 +
+         stages * (3 * c * PadBf16Cols(kDim) * 2 + c * PadBf16Cols(c) * 2 + c * PadBf16Cols(bv) * 2);
 }
 
 // gdn_state_combine<BV>: M [128][129] fp32, h [128][BV] fp32.

@@ -299,6 +299,23 @@ def main():
         except Exception as e:  # noqa: BLE001 - reported in the table, our numbers still printed
             fla_version = None
             fla_error = "not run: %s: %s" % (type(e).__name__, e)
+        header = ("Gated delta net forward, %s, torch %s, FLA %s; both sides CUDA-graph replays of %d calls, median "
+                  "of %d replays after %d, L2 %s; seed %d\n\n" % (
+                      dev, tv, fla_version, args.graph_launches, args.reps,
+                      args.warmup, "not flushed" if args.no_flush else "flushed before each replay", args.seed))
+
+        def write_outputs(rows, complete):
+            # Rewritten after every shape, so a run cut short (device time limit) still leaves what it measured.
+            text = table(rows) + ("" if complete else "\n\n(incomplete: the run stopped before the last shape)")
+            with open(os.path.join(args.out, "gdn_bench.md"), "w") as f:
+                f.write(header + text + "\n")
+            with open(os.path.join(args.out, "gdn_bench.json"), "w") as f:
+                json.dump(dict(results, complete=complete), f, indent=1)
+            return text
+
+        write_outputs([{"shape": n, "system": "ours (tuned winner)", "tokens": p["tokens"],
+                        "ms": ours[n].get("median_ms"), "note": "FLA not measured yet"} for n, p in shapes],
+                      complete=False)
         rows = []
         for name, p in shapes:
             cu = facts[name]["cu_seqlens"]
@@ -339,15 +356,8 @@ def main():
             if fla_version is not None:
                 torch.cuda.empty_cache()
             log_line(log, "%s: done" % name)
-        text = table(rows)
-        header = ("Gated delta net forward, %s, torch %s, FLA %s; both sides CUDA-graph replays of %d calls, median "
-                  "of %d replays after %d, L2 %s; seed %d\n\n" % (
-                      dev, tv, fla_version, args.graph_launches, args.reps,
-                      args.warmup, "not flushed" if args.no_flush else "flushed before each replay", args.seed))
-        with open(os.path.join(args.out, "gdn_bench.md"), "w") as f:
-            f.write(header + text + "\n")
-        with open(os.path.join(args.out, "gdn_bench.json"), "w") as f:
-            json.dump(results, f, indent=1)
+            write_outputs(rows, complete=False)
+        text = write_outputs(rows, complete=True)
         print(header + text, flush=True)
     return 0
 

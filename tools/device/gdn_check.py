@@ -4,7 +4,8 @@
 Compiles kernels/gdn/gdn_kernels.cu with NVRTC through CuPy, launches the kernels on torch tensors and compares
 outputs and final states with a float64 token-by-token reference on fresh random inputs (outputs poisoned with
 NaN first). Paths checked: chunked forward (sequential state pass), chunked forward with the state recurrence
-split into segments (transfer maps + combine), and the recurrent kernel; the chunked and recurrent results are
+split into segments (transfer maps + combine), both again with the fused state + output kernel
+(gdn_chunk_fused), and the recurrent kernel; the chunked and recurrent results are
 also compared with each other. Prints a table at the end; writes the full log to $OUT/gdn_check.log if OUT is set.
 
 Usage: python3 tools/device/gdn_check.py [--quick] [--no-timing]
@@ -40,7 +41,11 @@ def pad_f(c):
 
 
 def prep_smem(c):
-    return 2 * c * pad_b(D) * 2 + c * pad_f(c) * 4 + c * pad_b(c) * 2 + 2 * c * 4
+    return 2 * c * pad_b(D) * 2 + c * pad_f(c) * 4 + 2 * c * 4
+
+
+def fused_smem(c, bv, stages):
+    return D * pad_b(bv) * 2 + c * pad_b(bv) * 2 + stages * (3 * c * pad_b(D) * 2 + c * pad_b(c) * 2 + c * pad_b(bv) * 2)
 
 
 def state_smem(c, bv):
@@ -60,7 +65,10 @@ class Kernels:
     def __init__(self, C=64, BVS=32, BVO=64, NW=4, BVR=32):
         self.C, self.BVS, self.BVO, self.NW, self.BVR = C, BVS, BVO, NW, BVR
         self.names = {
-            "prep": f"gdn::gdn_chunk_prep<{C}, {NW}>",
+            "prep": f"gdn::gdn_chunk_prep<{C}, {NW}, false>",
+            "prepf": f"gdn::gdn_chunk_prep<{C}, {NW}, true>",
+            "fused": f"gdn::gdn_chunk_fused<{C}, {BVS}, {NW}, 1>",
+            "fused2": f"gdn::gdn_chunk_fused<{C}, {BVS}, {NW}, 2>",
             "state": f"gdn::gdn_chunk_state<{C}, {BVS}, {NW}, false>",
             "transfer": f"gdn::gdn_chunk_state<{C}, {BVS}, {NW}, true>",
             "combine": f"gdn::gdn_state_combine<{BVS}>",
@@ -77,6 +85,9 @@ class Kernels:
         self.fn = {}
         smem = {
             "prep": prep_smem(C),
+            "prepf": prep_smem(C),
+            "fused": fused_smem(C, BVS, 1),
+            "fused2": fused_smem(C, BVS, 2),
             "state": state_smem(C, BVS),
             "transfer": state_smem(C, BVS),
             "combine": combine_smem(BVS),
@@ -89,7 +100,7 @@ class Kernels:
             if smem[key] > 48 * 1024:
                 f.max_dynamic_shared_size_bytes = smem[key]
             self.fn[key] = f
-        self.tag = f"C{C}/S{BVS}/O{BVO}"
+        self.tag = f"C{C}/S{BVS}/O{BVO}/W{NW}"
         log(f"compiled C={C} BVS={BVS} BVO={BVO} NW={NW} BVR={BVR} in {time.time() - t:.1f}s; smem " +
             ", ".join(f"{k}={v}" for k, v in smem.items()))
 
@@ -139,7 +150,15 @@ def dev_i32(x):
 
 
 # --- the forward passes ------------------------------------------------------------------------------------
-def run_chunked(K, inp, seqlens, h0, want_ht, seg_chunks=None):
+def prep_args(inp, chunks_d, gcum, w, u, kd, qg, pm):
+    q, k, v, a, b, A_log, dt_bias = inp
+    return (P(q), I64(q.stride(0)), I64(q.stride(1)), P(k), I64(k.stride(0)), I64(k.stride(1)),
+            P(v), I64(v.stride(0)), I64(v.stride(1)), P(a), P(b), I64(a.stride(0)), P(A_log), P(dt_bias),
+            P(chunks_d), I32(q.shape[1]), I32(v.shape[1]), P(gcum), P(w), P(u), P(kd), np.float32(D ** -0.5),
+            P(qg), P(pm))
+
+
+def run_chunked(K, inp, seqlens, h0, want_ht, seg_chunks=None, fused=False):
     q, k, v, a, b, A_log, dt_bias = inp
     T, H, _ = q.shape
     HV = v.shape[1]
@@ -155,15 +174,14 @@ def run_chunked(K, inp, seqlens, h0, want_ht, seg_chunks=None):
     kd = torch.full_like(w, float("nan"))
     vnew = torch.full_like(w, float("nan"))
     hbuf = torch.full((max(nchunks, 1), HV, D, D), float("nan"), device="cuda", dtype=torch.bfloat16)
+    qg = torch.full_like(w, float("nan")) if fused else None
+    pm = torch.full((max(nchunks, 1), HV, C, C), float("nan"), device="cuda", dtype=torch.bfloat16) if fused else None
     o = torch.full((T, HV, D), float("nan"), device="cuda", dtype=torch.bfloat16)
     ht = torch.full((N, HV, D, D), float("nan"), device="cuda", dtype=torch.float32) if want_ht else None
     NT = K.NW * 32
     scale = np.float32(D ** -0.5)
     if nchunks:
-        K.launch("prep", (nchunks, HV), (NT,),
-                 (P(k), I64(k.stride(0)), I64(k.stride(1)), P(v), I64(v.stride(0)), I64(v.stride(1)),
-                  P(a), P(b), I64(a.stride(0)), P(A_log), P(dt_bias), P(chunks_d), I32(H), I32(HV),
-                  P(gcum), P(w), P(u), P(kd)))
+        K.launch("prepf" if fused else "prep", (nchunks, HV), (NT,), prep_args(inp, chunks_d, gcum, w, u, kd, qg, pm))
     if not split:
         segs = [(s[0], s[1], s[2], n if h0 is not None else -1) for n, s in enumerate(segs)]
         ht_idx = list(range(N))
@@ -180,6 +198,11 @@ def run_chunked(K, inp, seqlens, h0, want_ht, seg_chunks=None):
         segs = [(s[0], s[1], s[2], i) for i, s in enumerate(segs)]
         ht_idx = [seg_seq[i] if (i + 1 == nseg or seg_seq[i + 1] != seg_seq[i]) else -1 for i in range(nseg)]
     segs_d = dev_i32(segs)
+    if fused:
+        K.launch("fused2" if fused == 2 else "fused", (D // K.BVS, HV, nseg), (NT,),
+                 (P(kd), P(w), P(u), P(qg), P(pm), P(gcum), P(segs_d), P(dev_i32(ht_idx)), I32(HV), P(state0),
+                  P(ht), P(o), I64(o.stride(0)), I64(o.stride(1))))
+        return o, ht
     K.launch("state", (D // K.BVS, HV, nseg), (NT,),
              (P(kd), P(w), P(u), P(gcum), P(segs_d), P(dev_i32(ht_idx)), I32(HV), P(state0), P(ht), P(hbuf),
               P(vnew)))
@@ -280,13 +303,19 @@ def check_case(Ks, name, seqlens, H, HV, with_h0, seg_chunks, seed, strided=Fals
     for K in Ks:
         o_c, h_c = run_chunked(K, inp, seqlens, h0, True)
         o_s, h_s = run_chunked(K, inp, seqlens, h0, True, seg_chunks=seg_chunks)
+        o_f, h_f = run_chunked(K, inp, seqlens, h0, True, fused=True)
+        o_fs, h_fs = run_chunked(K, inp, seqlens, h0, True, seg_chunks=seg_chunks, fused=True)
+        o_f2, h_f2 = run_chunked(K, inp, seqlens, h0, True, fused=2)
         o_r, h_r = run_recurrent(K, inp, seqlens, h0, True)
         torch.cuda.synchronize()
         row = dict(case=f"{name} [{K.tag}]", o_chunk=rel(o_c, ref_o), h_chunk=rel(h_c, ref_h),
-                   o_split=rel(o_s, ref_o), h_split=rel(h_s, ref_h), o_rec=rel(o_r, ref_o), h_rec=rel(h_r, ref_h),
+                   o_split=rel(o_s, ref_o), h_split=rel(h_s, ref_h), o_fused=rel(o_f, ref_o), h_fused=rel(h_f, ref_h),
+                   o_fsplit=rel(o_fs, ref_o), h_fsplit=rel(h_fs, ref_h), o_f2=rel(o_f2, ref_o), h_f2=rel(h_f2, ref_h),
+                   o_rec=rel(o_r, ref_o), h_rec=rel(h_r, ref_h),
                    chunk_vs_rec=rel(o_c, o_r.double()))
         tol_c, tol_r = 2e-2, 5e-3
-        ok = all(row[x] <= tol_c for x in ("o_chunk", "h_chunk", "o_split", "h_split", "chunk_vs_rec")) and \
+        ok = all(row[x] <= tol_c for x in ("o_chunk", "h_chunk", "o_split", "h_split", "o_fused", "h_fused",
+                                           "o_fsplit", "h_fsplit", "o_f2", "h_f2", "chunk_vs_rec")) and \
             all(row[x] <= tol_r for x in ("o_rec", "h_rec"))
         row["ok"] = ok
         RESULTS.append(row)
@@ -324,8 +353,9 @@ def timing(K, H, HV, seqlens, seg_chunks):
         f"{t_s:.3f} ms ({T / t_s / 1e3:.2f} Mtok/s), recurrent {t_r:.3f} ms  [host allocs + launches included]")
 
 
-def stage_timing(K, H, HV, L, seg_chunks):
-    """CUDA-event times of each stage alone at one shape (inputs prepared once)."""
+def stage_timing(K, H, HV, L, seg_chunks, once=False):
+    """CUDA-event times of each stage alone at one shape (inputs prepared once); once: launch each stage once,
+    untimed (for a profiler)."""
     seqlens = [L]
     inp = make_inputs(seqlens, H, HV, 11, strided=True)
     q, k, v, a, b, A_log, dt_bias = inp
@@ -338,6 +368,8 @@ def stage_timing(K, H, HV, L, seg_chunks):
     w = torch.empty((T, HV, D), device="cuda", dtype=torch.bfloat16)
     u, vnew, kd = torch.empty_like(w), torch.empty_like(w), torch.empty_like(w)
     hbuf = torch.empty((nchunks, HV, D, D), device="cuda", dtype=torch.bfloat16)
+    qg = torch.empty_like(w)
+    pm = torch.empty((nchunks, HV, C, C), device="cuda", dtype=torch.bfloat16)
     o = torch.empty_like(w)
     X = torch.empty((nseg, HV, D, 2 * D), device="cuda")
     st = torch.empty((nseg, HV, D, D), device="cuda")
@@ -350,10 +382,17 @@ def stage_timing(K, H, HV, L, seg_chunks):
     ht_seq = dev_i32([0])
     segs_plain_d = dev_i32(segs)
     stages = {
-        "prep": lambda: K.launch("prep", (nchunks, HV), (NT,),
-                                 (P(k), I64(k.stride(0)), I64(k.stride(1)), P(v), I64(v.stride(0)),
-                                  I64(v.stride(1)), P(a), P(b), I64(a.stride(0)), P(A_log), P(dt_bias),
-                                  P(chunks_d), I32(H), I32(HV), P(gcum), P(w), P(u), P(kd))),
+        "prep": lambda: K.launch("prep", (nchunks, HV), (NT,), prep_args(inp, chunks_d, gcum, w, u, kd, None, None)),
+        "prep(fused)": lambda: K.launch("prepf", (nchunks, HV), (NT,), prep_args(inp, chunks_d, gcum, w, u, kd, qg, pm)),
+        "fused(seq)": lambda: K.launch("fused", (D // K.BVS, HV, 1), (NT,),
+                                       (P(kd), P(w), P(u), P(qg), P(pm), P(gcum), P(segs_seq), P(ht_seq), I32(HV),
+                                        np.uint64(0), P(ht), P(o), I64(o.stride(0)), I64(o.stride(1)))),
+        "fused2(seq)": lambda: K.launch("fused2", (D // K.BVS, HV, 1), (NT,),
+                                        (P(kd), P(w), P(u), P(qg), P(pm), P(gcum), P(segs_seq), P(ht_seq), I32(HV),
+                                         np.uint64(0), P(ht), P(o), I64(o.stride(0)), I64(o.stride(1)))),
+        "fused(split)": lambda: K.launch("fused", (D // K.BVS, HV, nseg), (NT,),
+                                         (P(kd), P(w), P(u), P(qg), P(pm), P(gcum), P(segs_split), P(ht_split),
+                                          I32(HV), P(st), P(ht), P(o), I64(o.stride(0)), I64(o.stride(1)))),
         "state(seq)": lambda: K.launch("state", (D // K.BVS, HV, 1), (NT,),
                                        (P(kd), P(w), P(u), P(gcum), P(segs_seq), P(ht_seq), I32(HV), np.uint64(0),
                                         P(ht), P(hbuf), P(vnew))),
@@ -370,11 +409,20 @@ def stage_timing(K, H, HV, L, seg_chunks):
                                     I64(k.stride(1)), P(gcum), P(hbuf), P(vnew), P(chunks_d), I32(H), I32(HV),
                                     np.float32(D ** -0.5), P(o), I64(o.stride(0)), I64(o.stride(1)))),
     }
+    if once:
+        for fn in stages.values():
+            fn()
+        torch.cuda.synchronize()
+        return
     times = {name: time_fn(fn, sleep_cycles=4_000_000) for name, fn in stages.items()}
     split_total = times["prep"] + times["transfer"] + times["combine"] + times["state(split)"] + times["output"]
     seq_total = times["prep"] + times["state(seq)"] + times["output"]
+    fused_seq = times["prep(fused)"] + times["fused(seq)"]
+    fused_split = times["prep(fused)"] + times["transfer"] + times["combine"] + times["fused(split)"]
+    fused2_seq = times["prep(fused)"] + times["fused2(seq)"]
     log(f"stages [{K.tag}] ({H},{HV}) 1x{L} seg={seg_chunks}: " + ", ".join(f"{k} {v:.3f}" for k, v in times.items()) +
-        f" | sequential total {seq_total:.3f} ms, split total {split_total:.3f} ms")
+        f" | sequential total {seq_total:.3f} ms, split total {split_total:.3f} ms, fused sequential "
+        f"{fused_seq:.3f} ms, fused split {fused_split:.3f} ms, fused 2-stage sequential {fused2_seq:.3f} ms")
 
 
 def main():
@@ -383,12 +431,17 @@ def main():
     ap.add_argument("--configs", type=int, default=4, help="how many kernel configurations to check")
     ap.add_argument("--long", type=int, default=2, help="how many 8192-token cases to run (0-2)")
     ap.add_argument("--no-timing", action="store_true")
+    ap.add_argument("--profile", action="store_true",
+                    help="only launch every stage once at (16,48) 1x8192, default config (run under ncu)")
     args = ap.parse_args()
     torch.manual_seed(0)
+    if args.profile:
+        stage_timing(Kernels(C=64, BVS=32, BVO=64), 16, 48, 8192, 16, once=True)
+        return 0
     log(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  cupy {cp.__version__}")
-    Ks = [Kernels(C=64, BVS=32, BVO=64), Kernels(C=64, BVS=16, BVO=64), Kernels(C=64, BVS=32, BVO=32),
-          Kernels(C=32, BVS=32, BVO=32)]
-    Ks = Ks[:1] if args.quick else Ks[:max(1, args.configs)]
+    geoms = [dict(C=64, BVS=32, BVO=64), dict(C=64, BVS=16, BVO=64), dict(C=64, BVS=32, BVO=32),
+             dict(C=32, BVS=32, BVO=32)]
+    Ks = [Kernels(**g) for g in (geoms[:1] if args.quick else geoms[:max(1, args.configs)])]
     seed = int(time.time()) % 100000  # fresh inputs every run; printed so a failure can be replayed
     log(f"seed base {seed}")
     cases = []
@@ -409,7 +462,8 @@ def main():
             RESULTS.append(dict(case=c[0], ok=False))
     if not args.no_timing:
         try:
-            for K in Ks:
+            # the chunk-32 / 8-warp geometry the tuner picked for (16, 48) 1x8192 in the first side-by-side run
+            for K in Ks + ([Kernels(C=32, BVS=32, BVO=32, NW=8)] if args.quick else []):
                 stage_timing(K, 16, 48, 8192, 16)
             stage_timing(Ks[0], 16, 32, 8192, 16)
         except Exception as e:

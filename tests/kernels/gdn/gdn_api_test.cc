@@ -55,6 +55,13 @@ TEST(GdnApi, WorkspaceHoldsTheIntermediatesAndGrowsWithTheSplit) {
   Result<std::size_t> split = ChunkedWorkspaceBytes(g, a);
   ASSERT_TRUE(split.ok());
   EXPECT_GE(*split - *seq, 8 * HV * D * 3 * D * 4);
+  g.segment_chunks = 0;
+  g.fused = 1;  // no V_new, no h_n: qg [T, HV, 128] bf16 and P [128 chunks, HV, 64, 64] bf16 instead
+  Result<std::size_t> fused = ChunkedWorkspaceBytes(g, a);
+  ASSERT_TRUE(fused.ok());
+  const std::size_t fused_intermediates = T * HV * 4 + 4 * T * HV * D * 2 + 128 * HV * 64 * 64 * 2;
+  EXPECT_GE(*fused, fused_intermediates);
+  EXPECT_LT(*fused, fused_intermediates + 64 * 1024);
 }
 
 TEST(GdnApi, TooSmallAWorkspaceIsRefusedBeforeAnythingRuns) {

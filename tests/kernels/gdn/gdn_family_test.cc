@@ -44,35 +44,62 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
   EXPECT_EQ(f.name(), "gdn");
   const tuner::Problem bucket = *f.Bucket(MakeProblem(16, 48, 8192));
   std::set<std::string> expressions;
-  std::size_t valid = 0;
+  std::size_t valid = 0, fused_duplicates = 0;
   for (const tuner::Config& c : tuner::EnumerateSpace(f)) {
     const std::string why = f.InvalidReason(c, bucket);
+    if (c.at("fused") > 0 && c.at("out_bv") != kFusedOutBv) {
+      EXPECT_NE(why.find("out_bv is unused"), std::string::npos) << why;
+      ++fused_duplicates;
+    }
     if (!why.empty()) continue;
     ++valid;
     Result<Geometry> g = GeometryOf(c);
     ASSERT_TRUE(g.ok());
     const tuner::CompileSpec spec = f.MakeCompileSpec(c, bucket);
     EXPECT_EQ(spec.main_file, "gdn_kernels.cu");
-    ASSERT_EQ(spec.name_expressions.size(), 6u);
+    // prep, transfer, combine, recurrent and either state + output or the fused kernel
+    ASSERT_EQ(spec.name_expressions.size(), g->fused ? 5u : 6u);
     EXPECT_NE(spec.name_expressions[0].find("gdn_chunk_prep<" + std::to_string(g->chunk)), std::string::npos);
-    for (const auto& e : spec.name_expressions) expressions.insert(e);
+    bool has_fused = false;
+    for (const auto& e : spec.name_expressions) {
+      expressions.insert(e);
+      has_fused = has_fused || e.find("gdn_chunk_fused<") != std::string::npos;
+    }
+    EXPECT_EQ(has_fused, g->fused > 0);
     const auto shape = f.BlockShapeOf(c, bucket);
     EXPECT_EQ(shape.threads, std::max(32u * g->warps, kCombineThreads));
-    EXPECT_GE(shape.dynamic_shared_bytes, static_cast<std::size_t>(::gdn::StateSharedBytes(g->chunk, g->state_bv)));
+    const int main_kernel = g->fused ? ::gdn::FusedSharedBytes(g->chunk, g->state_bv, g->fused)
+                                     : ::gdn::StateSharedBytes(g->chunk, g->state_bv);
+    EXPECT_GE(shape.dynamic_shared_bytes, static_cast<std::size_t>(main_kernel));
   }
-  EXPECT_EQ(valid, tuner::EnumerateSpace(f).size());  // 8192 tokens: every segment length splits
+  // 8192 tokens: every segment length splits; fused configs (2 of the 3 fused values) carry one out_bv (2 of
+  // the 3 values are duplicates)
+  EXPECT_EQ(fused_duplicates, tuner::EnumerateSpace(f).size() * 4 / 9);
+  EXPECT_EQ(valid, tuner::EnumerateSpace(f).size() - fused_duplicates);
   EXPECT_GT(expressions.size(), 10u);
 }
 
 TEST(GdnConfig, SharedMemoryOfTheDefaultVariantFitsSm120) {
   const Geometry g;  // chunk 64, state 32, out 64, 4 warps
-  EXPECT_EQ(PrepSharedBytesOf(g), 61952);
+  EXPECT_EQ(PrepSharedBytesOf(g), 52736);  // 4 blocks per H200 SM
   EXPECT_EQ(StateSharedBytesOf(g), 73728);
   EXPECT_EQ(OutputSharedBytesOf(g), 80128);
   EXPECT_LE(MaxSharedBytesOf(g), 101376);
   Geometry big = g;
   big.out_bv = 128;
   EXPECT_GT(OutputSharedBytesOf(big), 101376) << "expected to be pruned on sm_120 (fits sm_90)";
+  Geometry fused = g;
+  fused.fused = 1;  // prep stages q where v goes later; the fused kernel keeps h in registers
+  EXPECT_EQ(PrepSharedBytesOf(fused), PrepSharedBytesOf(g));
+  EXPECT_EQ(FusedSharedBytesOf(fused), 128 * 40 * 2 + 3 * 64 * 136 * 2 + 64 * 72 * 2 + 2 * 64 * 40 * 2);
+  EXPECT_EQ(MaxSharedBytesOf(fused), FusedSharedBytesOf(fused));
+  Geometry two = fused;
+  two.fused = 2;  // a second W, kd, qg, P, U stage
+  EXPECT_EQ(FusedSharedBytesOf(two) - FusedSharedBytesOf(fused), 3 * 64 * 136 * 2 + 64 * 72 * 2 + 64 * 40 * 2);
+  two.chunk = 32;
+  EXPECT_LE(FusedSharedBytesOf(two), 101376) << "two stages of 32-row chunks fit sm_120";
+  fused.state_bv = 64;
+  EXPECT_LE(FusedSharedBytesOf(fused), 101376) << "64-column fused blocks still fit sm_120";
 }
 
 TEST(GdnConfig, ConfigsOutsideTheSpaceAreInvalidWithAReason) {
@@ -88,6 +115,14 @@ TEST(GdnConfig, ConfigsOutsideTheSpaceAreInvalidWithAReason) {
   c = ConfigOf(Geometry{});
   c["segment_chunks"] = 16;
   EXPECT_NE(f.InvalidReason(c, bucket).find("no split"), std::string::npos);
+  c = ConfigOf(Geometry{});
+  c["fused"] = 1;
+  EXPECT_EQ(f.InvalidReason(c, bucket), "");
+  c["out_bv"] = 32;
+  EXPECT_NE(f.InvalidReason(c, bucket).find("out_bv is unused"), std::string::npos);
+  c["out_bv"] = kFusedOutBv;
+  c["fused"] = 3;
+  EXPECT_NE(f.InvalidReason(c, bucket).find("fused"), std::string::npos);
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
 // The gdn family on a GPU: every runnable variant (one per distinct compile spec, with and without the split
-// state pass) against the float64 token-by-token reference on fresh random inputs with poisoned outputs:
+// state pass, unfused and fused) against the float64 token-by-token reference on fresh random inputs with poisoned outputs:
 // single and packed sequences, lengths that are not multiples of the chunk, initial states, HV/H ratios 1-3.
 // Needs a GPU (skips without one).
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@
 #include "tuner/arch_limits.h"
 #include "tuner/gpu_runtime.h"
 #include "tuner/nvrtc_compiler.h"
+#include "tuner/thread_pool.h"
 
 namespace dflash::gdn {
 namespace {
@@ -26,13 +28,21 @@ struct Variant {
   tuner::LoadedVariant loaded;
 };
 
-Result<std::unique_ptr<Variant>> Load(const tuner::Config& config, const std::string& arch) {
+// NVRTC compile (thread-safe; the test runs these in parallel), then Load on the test's thread.
+Result<tuner::CompiledVariant> Compile(const tuner::Config& config, const std::string& arch) {
   const tuner::KernelFamily& f = ChunkedForwardFamily();
   const tuner::Problem bucket = *f.Bucket(MakeProblem(16, 48, 8192));
   if (const std::string why = f.InvalidReason(config, bucket); !why.empty()) return InvalidArgument(why);
+  return tuner::CompileVariant(f.sources(), f.MakeCompileSpec(config, bucket), arch,
+                               "gdn[" + tuner::ConfigLabel(config) + "]");
+}
+
+Result<std::unique_ptr<Variant>> Load(const tuner::Config& config, const std::string& arch,
+                                      const tuner::CompiledVariant& compiled) {
+  const tuner::KernelFamily& f = ChunkedForwardFamily();
+  const tuner::Problem bucket = *f.Bucket(MakeProblem(16, 48, 8192));
   const std::string label = "gdn[" + tuner::ConfigLabel(config) + "]";
   const tuner::CompileSpec spec = f.MakeCompileSpec(config, bucket);
-  DFLASH_ASSIGN_OR_RETURN(tuner::CompiledVariant compiled, tuner::CompileVariant(f.sources(), spec, arch, label));
   auto limits = tuner::LimitsFor(arch);
   const auto shape = f.BlockShapeOf(config, bucket);
   for (const auto& [name, usage] : compiled.resources) {
@@ -63,18 +73,30 @@ TEST_F(GdnGpu, VariantsMatchTheFloat64ReferenceOnPackedAndSingleSequences) {
   ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
   Result<gpu::Stream> stream = gpu::Stream::Create();
   ASSERT_TRUE(stream.ok());
-  std::vector<std::unique_ptr<Variant>> variants;
+  std::vector<tuner::Config> configs;
   for (int chunk : {32, 64})
-    for (int seg : {0, 8}) {  // 8-chunk segments: the 1000-token case splits into several
-      Geometry g;
-      g.chunk = chunk;
-      g.state_bv = chunk == 64 ? 32 : 16;
-      g.out_bv = chunk == 64 ? 64 : 32;
-      g.segment_chunks = seg;
-      Result<std::unique_ptr<Variant>> v = Load(ConfigOf(g), ctx->info().arch());
-      ASSERT_TRUE(v.ok()) << v.status().ToString();
-      variants.push_back(std::move(*v));
-    }
+    for (int seg : {0, 8})  // 8-chunk segments: the 1000-token case splits into several
+      for (int fused : {0, 1, 2}) {
+        Geometry g;
+        g.chunk = chunk;
+        g.state_bv = chunk == 64 ? 32 : 16;
+        g.out_bv = fused ? kFusedOutBv : chunk == 64 ? 64 : 32;
+        g.segment_chunks = seg;
+        g.fused = fused;
+        configs.push_back(ConfigOf(g));
+      }
+  const std::string arch = ctx->info().arch();
+  tuner::ThreadPool pool(8);
+  std::vector<std::future<Result<tuner::CompiledVariant>>> compiled;
+  for (const tuner::Config& c : configs) compiled.push_back(pool.Submit([c, arch]() { return Compile(c, arch); }));
+  std::vector<std::unique_ptr<Variant>> variants;
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    Result<tuner::CompiledVariant> c = compiled[i].get();
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    Result<std::unique_ptr<Variant>> v = Load(configs[i], arch, *c);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    variants.push_back(std::move(*v));
+  }
   struct Case {
     int H, HV;
     std::int64_t tokens, seqs;

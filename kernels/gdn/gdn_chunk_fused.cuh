@@ -1,0 +1,200 @@
+// Chunked gated delta rule, stages 2 and 3 fused: the state recurrence over the chunks of one segment AND the
+// chunk outputs, one block per (column slice of BV, value head, segment), so h_n and V_new never leave the SM:
+//   V_new = U - W h_n
+//   O     = qg h_n + P V_new                       (qg = scale diag(exp gamma) qn, P = scale tril(qn kn^T (.) Gamma))
+//   h_{n+1} = exp(gamma_last) h_n + kd^T V_new      (kd = kn (.) exp(gamma_last - gamma))
+// W, U, kd, gamma, qg, P from gdn_chunk_prep<C, NWARPS, true>. All products on mma.sync (bf16 operands, fp32
+// accumulation). h lives in fp32 REGISTERS (each warp owns fixed 16 x 16 tiles of the 128 x BV slice; the update
+// accumulates onto exp(gamma_last) h in place); a bf16 copy in shared memory feeds W h and qg h. The O and V_new
+// tiles (C x BV) are owned the same way, so O = qg h + P V_new stays in registers between the two products.
+// Loads (cp.async): STAGES = 1: one buffer per operand; group A (W, U slice, qg) and group B (kd, P) of the next
+// chunk are issued as soon as the current chunk has stopped reading them (3 barriers per chunk).
+// STAGES = 2: two buffers; all of chunk n+1 is issued when chunk n starts, a whole chunk ahead (2 barriers per
+// chunk; about twice the shared memory).
+// Starts from h0[h0_index] (zero when h0_index < 0 or h0 is null); writes o (bf16, strided) and, when
+// ht_index[segment] >= 0, h to ht[ht_index] (fp32 [*, HV, 128, 128]).
+// Who may call: hosts launching grid (128 / BV, HV, num_segments), block NWARPS*32, dynamic shared
+// FusedSharedBytes(C, BV, STAGES). segs[i] = {token_start, token_end, first_chunk, h0_index}.
+// Thread-safety: each block owns its segment's rows of o and its head's column slice of the state.
+#pragma once
+
+#include "gdn_common.cuh"
+#include "gdn_layout.h"
+
+namespace gdn {
+
+template <int C, int BV, int NWARPS, int STAGES>
+__global__ void __launch_bounds__(NWARPS * 32, 1)  // min 1 block/SM: else ptxas caps at 128 registers and spills
+    gdn_chunk_fused(const bf16* __restrict__ kd, const bf16* __restrict__ w, const bf16* __restrict__ u,
+                    const bf16* __restrict__ qg, const bf16* __restrict__ pmat, const float* __restrict__ gcum,
+                    const int4* __restrict__ segs, const int* __restrict__ ht_index, int HV,
+                    const float* __restrict__ h0, float* __restrict__ ht, bf16* __restrict__ o, long long o_st,
+                    long long o_sh) {
+  constexpr int NT = NWARPS * 32;
+  constexpr int LD = PadBf16Cols(kDim), LDH = PadBf16Cols(BV), LDP = PadBf16Cols(C);
+  static_assert(kDim % BV == 0 && BV % 16 == 0 && C % 16 == 0, "BV must divide 128; BV, C multiples of 16");
+  static_assert(STAGES == 1 || STAGES == 2, "one or two load stages");
+  constexpr int kTilesN = BV / 16;
+  constexpr int kHTiles = (kDim / 16) * kTilesN;  // tiles of the 128 x BV state slice
+  static_assert(kHTiles % NWARPS == 0, "the state tiles must split evenly over the warps");
+  constexpr int kHPerWarp = kHTiles / NWARPS;
+  constexpr int kOTiles = (C / 16) * kTilesN;  // tiles of the C x BV output / V_new slice
+  constexpr int kOPerWarp = (kOTiles + NWARPS - 1) / NWARPS;
+  extern __shared__ __align__(16) unsigned char smem[];
+  // hb [128][LDH], vn [C][LDH], then per stage: W, kd, qg [C][LD], P [C][LDP], U slice [C][LDH].
+  bf16* hb = reinterpret_cast<bf16*>(smem);
+  bf16* vn = hb + kDim * LDH;
+  bf16* stage0 = vn + C * LDH;
+  constexpr int kStage = 3 * C * LD + C * LDP + C * LDH;  // elements per stage
+  auto wsm_of = [&](int s) { return stage0 + s * kStage; };
+  auto kds_of = [&](int s) { return stage0 + s * kStage + C * LD; };
+  auto qs_of = [&](int s) { return stage0 + s * kStage + 2 * C * LD; };
+  auto ps_of = [&](int s) { return stage0 + s * kStage + 3 * C * LD; };
+  auto us_of = [&](int s) { return stage0 + s * kStage + 3 * C * LD + C * LDP; };
+
+  const int tid = threadIdx.x, warp = tid / 32;
+  const int hv = blockIdx.y;
+  const int4 seg = segs[blockIdx.z];
+  const int col0 = blockIdx.x * BV;
+  const long long hv_row = static_cast<long long>(HV) * kDim;  // row stride of [tokens, HV, 128]
+
+  auto issue_a = [&](long long t, int len, int s) {
+    load_tile_async<C, kDim, NT>(w + (t * HV + hv) * kDim, hv_row, len, wsm_of(s), LD);
+    load_tile_async<C, BV, NT>(u + (t * HV + hv) * kDim + col0, hv_row, len, us_of(s), LDH);
+    load_tile_async<C, kDim, NT>(qg + (t * HV + hv) * kDim, hv_row, len, qs_of(s), LD);
+    if constexpr (STAGES == 1) cp_async_commit();
+  };
+  auto issue_b = [&](long long t, int len, long long chunk, int s) {
+    load_tile_async<C, kDim, NT>(kd + (t * HV + hv) * kDim, hv_row, len, kds_of(s), LD);
+    load_tile_async<C, C, NT>(pmat + (chunk * HV + hv) * C * C, C, C, ps_of(s), LDP);
+    cp_async_commit();
+  };
+  auto chunk_len = [&](long long t) { return static_cast<int>(seg.y - t < C ? seg.y - t : C); };
+
+  if (seg.x < seg.y) {  // STAGES = 2: A and B of a chunk form one group
+    issue_a(seg.x, chunk_len(seg.x), 0);
+    issue_b(seg.x, chunk_len(seg.x), seg.z, 0);
+  }
+  // h in registers: tile i of this warp is warp + i * NWARPS of the 128 x BV slice.
+  float h[kHPerWarp][8];
+#pragma unroll
+  for (int i = 0; i < kHPerWarp; ++i) {
+    const int t = warp + i * NWARPS, m0 = (t / kTilesN) * 16, n0 = (t % kTilesN) * 16;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int r = tile_row(m0, j), c = tile_col(n0, j);
+      float x0 = 0.f, x1 = 0.f;
+      if (h0 != nullptr && seg.w >= 0) {
+        const float2 x = *reinterpret_cast<const float2*>(
+            h0 + (static_cast<long long>(seg.w) * HV + hv) * kDim * kDim + r * kDim + col0 + c);
+        x0 = x.x;
+        x1 = x.y;
+      }
+      h[i][2 * j] = x0;
+      h[i][2 * j + 1] = x1;
+      store_bf16x2(hb + r * LDH + c, x0, x1);
+    }
+  }
+
+  long long chunk = seg.z;
+  int stage = 0;
+  for (long long t = seg.x; t < seg.y; t += C, ++chunk, stage = STAGES == 2 ? stage ^ 1 : 0) {
+    const int len = chunk_len(t);
+    const float decay = __expf(gcum[(t + len - 1) * HV + hv]);
+    const bf16* wsm = wsm_of(stage);
+    const bf16* kds = kds_of(stage);
+    const bf16* qs = qs_of(stage);
+    const bf16* ps = ps_of(stage);
+    const bf16* us = us_of(stage);
+    if constexpr (STAGES == 1) {
+      cp_async_wait<1>();  // group A (W, U, qg) of this chunk has landed; kd, P may still be in flight
+      __syncthreads();     // ... for every thread; hb of this chunk is complete
+    } else {
+      cp_async_wait<0>();  // this chunk's only group has landed
+      __syncthreads();     // for every thread; hb complete; nobody reads the other stage (chunk n-1) any more
+      if (t + C < seg.y) {
+        issue_a(t + C, chunk_len(t + C), stage ^ 1);
+        issue_b(t + C, chunk_len(t + C), chunk + 1, stage ^ 1);
+      }
+    }
+    // V_new = U - W h and O = qg h, tiles owned by this warp.
+    float acc_o[kOPerWarp][8];
+#pragma unroll
+    for (int i = 0; i < kOPerWarp; ++i) {
+      const int tt = warp + i * NWARPS;
+      if (kOTiles % NWARPS == 0 || tt < kOTiles) {
+        const int m0 = (tt / kTilesN) * 16, n0 = (tt % kTilesN) * 16;
+        float acc_v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc_o[i][j] = 0.f;
+        warp_tile_mma<kDim, false, true>(acc_v, wsm, LD, hb, LDH, m0, n0);
+        warp_tile_mma<kDim, false, true>(acc_o[i], qs, LD, hb, LDH, m0, n0);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int r = tile_row(m0, j), c = tile_col(n0, j);
+          float v0 = 0.f, v1 = 0.f;
+          if (r < len) {
+            const __nv_bfloat162 up = *reinterpret_cast<const __nv_bfloat162*>(us + r * LDH + c);
+            v0 = __low2float(up) - acc_v[2 * j];
+            v1 = __high2float(up) - acc_v[2 * j + 1];
+          }
+          store_bf16x2(vn + r * LDH + c, v0, v1);
+        }
+      }
+    }
+    if constexpr (STAGES == 1) {
+      cp_async_wait<0>();  // group B (kd, P) has landed
+      __syncthreads();     // V_new complete; nobody reads W, U, qg or hb of this chunk any more
+      if (t + C < seg.y) issue_a(t + C, chunk_len(t + C), 0);  // overlaps the rest of this chunk
+    } else {
+      __syncthreads();  // V_new complete; nobody reads hb of this chunk any more
+    }
+    // O += P V_new; write o.
+    bf16* out = o + t * o_st + hv * o_sh + col0;
+#pragma unroll
+    for (int i = 0; i < kOPerWarp; ++i) {
+      const int tt = warp + i * NWARPS;
+      if (kOTiles % NWARPS == 0 || tt < kOTiles) {
+        const int m0 = (tt / kTilesN) * 16, n0 = (tt % kTilesN) * 16;
+        warp_tile_mma<C, false, true>(acc_o[i], ps, LDP, vn, LDH, m0, n0);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int r = tile_row(m0, j), c = tile_col(n0, j);
+          if (r < len) store_bf16x2(out + r * o_st + c, acc_o[i][2 * j], acc_o[i][2 * j + 1]);
+        }
+      }
+    }
+    // h = exp(gamma_last) h + kd^T V_new, in registers; its bf16 copy for the next chunk.
+#pragma unroll
+    for (int i = 0; i < kHPerWarp; ++i) {
+      const int tt = warp + i * NWARPS, m0 = (tt / kTilesN) * 16, n0 = (tt % kTilesN) * 16;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) h[i][j] *= decay;
+      warp_tile_mma<C, true, true>(h[i], kds, LD, vn, LDH, m0, n0);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        store_bf16x2(hb + tile_row(m0, j) * LDH + tile_col(n0, j), h[i][2 * j], h[i][2 * j + 1]);
+      }
+    }
+    if constexpr (STAGES == 1) {
+      __syncthreads();  // kd, P and V_new are read; hb of the next chunk is written
+      if (t + C < seg.y) issue_b(t + C, chunk_len(t + C), chunk + 1, 0);  // overlaps the next chunk's first half
+    }  // STAGES = 2: the next chunk's first barrier orders this chunk's reads and hb writes
+  }
+
+  const int hi = ht_index != nullptr ? ht_index[blockIdx.z] : -1;
+  if (ht != nullptr && hi >= 0) {
+    float* dst = ht + (static_cast<long long>(hi) * HV + hv) * kDim * kDim + col0;
+#pragma unroll
+    for (int i = 0; i < kHPerWarp; ++i) {
+      const int tt = warp + i * NWARPS, m0 = (tt / kTilesN) * 16, n0 = (tt % kTilesN) * 16;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        *reinterpret_cast<float2*>(dst + tile_row(m0, j) * kDim + tile_col(n0, j)) =
+            make_float2(h[i][2 * j], h[i][2 * j + 1]);
+      }
+    }
+  }
+}
+
+}  // namespace gdn
