@@ -51,3 +51,18 @@ if(DFLASH_TORCH_CUDA)
 endif()
 target_link_options(dflash_torch INTERFACE "-Wl,-rpath,${torch_lib}")
 message(STATUS "LibTorch ${torch_version} from ${DFLASH_TORCH_DIR} (CUDA backend: ${DFLASH_TORCH_CUDA})")
+
+# c10d backends for data-parallel training (trainer/dist/backend.cc). Their library code is inside LibTorch; the
+# headers they include are not shipped with the wheel: gloo's come from Debian's libgloo-dev, nccl.h from the CUDA
+# toolkit, /usr/local/include or the wheel's nvidia-nccl package. Without them that backend is reported as missing
+# at run time (single-process training is unaffected).
+find_path(DFLASH_GLOO_INCLUDE_DIR gloo/algorithm.h DOC "gloo headers (libgloo-dev) for the CPU c10d backend")
+if(DFLASH_TORCH_CUDA)
+  file(GLOB nccl_hints "${DFLASH_TORCH_DIR}/../nvidia/*/include" "${DFLASH_TORCH_DIR}/../nvidia/*/*/include")
+  find_path(DFLASH_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${nccl_hints} /usr/local/include
+            DOC "nccl.h for the NCCL c10d backend")
+else()
+  unset(DFLASH_NCCL_INCLUDE_DIR CACHE)  # a later CUDA configure of this build folder searches afresh
+  set(DFLASH_NCCL_INCLUDE_DIR "")
+endif()
+message(STATUS "c10d backends: gloo headers '${DFLASH_GLOO_INCLUDE_DIR}', nccl.h '${DFLASH_NCCL_INCLUDE_DIR}'")

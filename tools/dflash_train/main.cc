@@ -2,11 +2,21 @@
 // trains; `--preset tiny` builds a tiny random Qwen3.5-architecture target and a synthetic dataset sampled from it,
 // trains a drafter on it and evaluates it. Exit codes: 0 done; 2 bad input or a failure (one line on stderr);
 // 130 stopped by SIGINT/SIGTERM after saving a checkpoint. `dflash-train eval` runs speculative decoding.
+// Several ranks: started by torchrun / Slurm (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) or by
+// `--nproc-per-node N`, which starts N such workers of this executable on this host (trainer/dist/launcher.h) and
+// exits with the first failing worker's code. Rank 0 logs; the others print only their errors.
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <csignal>
+#include <fstream>
 #include <iostream>
+#include <thread>
 
+#include <unistd.h>
+
+#include "trainer/dist/launcher.h"
+#include "trainer/dist/rank_env.h"
 #include "trainer/models/drafter.h"
 #include "trainer/ops/reference_ops.h"
 #include "trainer/train/evaluate.h"
@@ -23,15 +33,30 @@ using namespace dflash::trainer;
 constexpr int kExitError = 2;
 constexpr int kExitStopped = 130;
 
+dflash::trainer::dist::RankEnv g_rank;  // this process's rank (one process: rank 0 of 1)
+
+std::string Prefix() {
+  return g_rank.distributed() ? "dflash-train [rank " + std::to_string(g_rank.rank) + "]: " : "dflash-train: ";
+}
+
 int Fail(const Status& status) {
-  std::cerr << "dflash-train: " << status.ToString() << "\n";
+  std::cerr << Prefix() << status.ToString() << "\n";
   return kExitError;
+}
+
+// Where the start-up report and progress go: stderr on rank 0, nowhere on the other ranks.
+std::ostream& Log() {
+  static std::ostream discard(nullptr);
+  return g_rank.is_main() ? std::cerr : discard;
 }
 
 void OnSignal(int) { RequestTrainingStop(); }
 
 void AddTrainOptions(CLI::App& app, TrainOptions& o, std::string& row_mode, std::string& kernels) {
   app.add_option("--target", o.target_dir, "Target model: Hugging Face folder (config.json + safetensors)");
+  app.add_option("--random-target", o.random_target,
+                 "Instead of --target: a randomly initialised target shaped by this config.json, drawn on the "
+                 "device (benchmarks, smoke tests)");
   app.add_option("--drafter-config", o.drafter_config, "Drafter config.json for a fresh drafter");
   app.add_option("--drafter-init", o.drafter_init, "Start from a saved drafter folder instead");
   app.add_option("--data", o.data, "Tokenized JSONL training data (input_ids, loss_mask per line)");
@@ -60,6 +85,12 @@ void AddTrainOptions(CLI::App& app, TrainOptions& o, std::string& row_mode, std:
   app.add_option("--keep", o.keep_checkpoints, "Checkpoints kept")->capture_default_str();
   app.add_option("--log-every", o.log_every, "Progress line every N steps")->capture_default_str();
   app.add_flag("--resume", o.resume, "Continue the run in --output from its latest checkpoint");
+  app.add_option("--dist-timeout", o.dist_timeout_s,
+                 "Several ranks: seconds any collective (and the rendezvous) may wait before the run fails; "
+                 "must exceed the time rank 0 takes to write a checkpoint (the others wait for it)")
+      ->capture_default_str();
+  app.add_option("--bucket-mb", o.bucket_mb, "Several ranks: gradient all-reduce bucket size in MiB")
+      ->capture_default_str();
 }
 
 Status ApplyChoices(TrainOptions& o, const std::string& row_mode, const std::string& kernels) {
@@ -74,14 +105,14 @@ Status ApplyChoices(TrainOptions& o, const std::string& row_mode, const std::str
 }
 
 int Train(const TrainOptions& options) {
-  auto trainer = Trainer::Create(options, std::cerr);
+  auto trainer = Trainer::Create(options, Log(), g_rank);
   if (!trainer.ok()) return Fail(trainer.status());
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   const Status s = (*trainer)->Run();
   if (!s.ok()) {
     if (s.message().rfind("stopped by a signal", 0) == 0) {
-      std::cerr << "\ndflash-train: " << s.message() << "\n";
+      Log() << "\n" << Prefix() << s.message() << "\n";
       return kExitStopped;
     }
     return Fail(s);
@@ -89,11 +120,35 @@ int Train(const TrainOptions& options) {
   return 0;
 }
 
+// Rank > 0 of a tiny-preset run: waits until rank 0 marked the preset of this launch `launch_id` ready.
+Status WaitForPreset(const std::filesystem::path& ready, const std::string& launch_id, std::int64_t timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  for (;;) {
+    std::ifstream in(ready);
+    std::string id;
+    std::getline(in, id);
+    if (id == launch_id) return Status::Ok();
+    if (std::chrono::steady_clock::now() > deadline) {
+      return dflash::IoError("rank 0 did not prepare the tiny preset within --dist-timeout");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 // The tiny preset: prepare the target and data, measure tau of the untrained drafter, train, measure it again.
+// Several ranks: rank 0 prepares the preset and measures tau, then marks this launch (parent process and port
+// identify it) as ready; the other ranks wait for the mark, then all train.
 int TinyPreset(TrainOptions options, const CLI::App& app, const dflash::trainer::TinyPresetSize& size) {
   if (options.output_dir.empty()) options.output_dir = "dflash-tiny-run";
   const std::filesystem::path preset_dir = options.output_dir / "preset";
-  if (Status s = PrepareTinyPreset(preset_dir, size, std::cerr); !s.ok()) return Fail(s);
+  const std::filesystem::path ready = options.output_dir / "preset-ready";
+  const std::string launch_id = std::to_string(getppid()) + ":" + std::to_string(g_rank.master_port);
+  if (g_rank.is_main()) {
+    std::filesystem::remove(ready);
+    if (Status s = PrepareTinyPreset(preset_dir, size, std::cerr); !s.ok()) return Fail(s);
+  } else if (Status s = WaitForPreset(ready, launch_id, options.dist_timeout_s); !s.ok()) {
+    return Fail(s);
+  }
   // Preset values for everything the command line did not set.
   TrainOptions preset = TinyPresetOptions(preset_dir, options.output_dir);
   auto given = [&](const char* name) { return app.get_option(name)->count() > 0; };
@@ -105,6 +160,7 @@ int TinyPreset(TrainOptions options, const CLI::App& app, const dflash::trainer:
   if (!given("--epochs")) options.epochs = preset.epochs;
   if (!given("--lr")) options.lr = preset.lr;
   if (!given("--save-every")) options.save_every = preset.save_every;
+  if (!g_rank.is_main()) return Train(options);
 
   EvalOptions eval;
   eval.target_dir = options.target_dir;
@@ -113,8 +169,9 @@ int TinyPreset(TrainOptions options, const CLI::App& app, const dflash::trainer:
   eval.device = options.device;
   eval.compute_dtype = options.compute_dtype;
   if (!options.resume) {
-    // tau of the freshly initialised drafter (the same seed the run starts from), for comparison.
-    auto trainer = Trainer::Create(options, std::cerr);
+    // tau of the freshly initialised drafter (the same seed the run starts from), for comparison (this process
+    // alone: the other ranks wait).
+    auto trainer = Trainer::Create(options, std::cerr, dflash::trainer::dist::RankEnv{});
     if (!trainer.ok()) return Fail(trainer.status());
     eval.drafter_dir = options.output_dir / "initial-drafter";
     if (Status s = (*trainer)->drafter().Save(eval.drafter_dir); !s.ok()) return Fail(s);
@@ -123,6 +180,7 @@ int TinyPreset(TrainOptions options, const CLI::App& app, const dflash::trainer:
     std::filesystem::remove_all(options.output_dir / "checkpoints");
     std::filesystem::remove(options.output_dir / "metrics.jsonl");
   }
+  if (g_rank.distributed()) std::ofstream(ready) << launch_id << "\n";
   if (int rc = Train(options); rc != 0) return rc;
   auto latest = LatestCheckpoint(options.output_dir);
   if (!latest.ok()) return Fail(latest.status());
@@ -146,6 +204,10 @@ int main(int argc, char** argv) {
                                      "trained and evaluated end to end (fills every unset option)");
   TinyPresetSize tiny;
   app.add_option("--preset-samples", tiny.samples, "tiny preset: training samples")->capture_default_str();
+  int nproc_per_node = 1;
+  app.add_option("--nproc-per-node", nproc_per_node,
+                 "Start this many ranks on this host (one per GPU: cuda:LOCAL_RANK), as torchrun would")
+      ->capture_default_str();
   int threads = 0;
   app.add_option("--threads", threads,
                  "CPU threads of LibTorch (0: its default; the tiny preset uses 1: its many small ops run slower "
@@ -168,6 +230,24 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : kExitError;
   }
+  if (nproc_per_node != 1) {
+    if (std::getenv("RANK") != nullptr) {
+      return Fail(dflash::InvalidArgument("--nproc-per-node inside a launched rank (RANK is set): use one "
+                                          "launcher, this one or torchrun"));
+    }
+    dflash::trainer::dist::LaunchOptions launch;
+    launch.nproc = nproc_per_node;
+    launch.arguments = dflash::trainer::dist::WorkerArguments(argc, argv);
+    auto rc = dflash::trainer::dist::LaunchWorkers(launch);
+    if (!rc.ok()) return Fail(rc.status());
+    if (*rc != 0 && *rc != kExitStopped) {
+      std::cerr << "dflash-train: a worker failed (exit " << *rc << "); the others were stopped\n";
+    }
+    return *rc;
+  }
+  auto rank = dflash::trainer::dist::ReadRankEnv();
+  if (!rank.ok()) return Fail(rank.status());
+  g_rank = *rank;
   try {
     if (eval_cmd->parsed()) {
       auto r = RunEval(eval, std::cout);

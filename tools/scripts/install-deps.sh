@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(cmake g++ ninja-build ccache libsqlite3-dev nlohmann-json3-dev libboost-dev libssl-dev libgtest-dev
-          libcli11-dev python3-venv)
+          libcli11-dev python3-venv libgloo-dev)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

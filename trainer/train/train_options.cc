@@ -4,6 +4,7 @@ namespace dflash::trainer {
 
 nlohmann::json TrainOptions::ToJson() const {
   return {{"target_dir", target_dir.string()},
+          {"random_target", random_target.string()},
           {"drafter_config", drafter_config.string()},
           {"drafter_init", drafter_init.string()},
           {"data", data.string()},
@@ -20,11 +21,20 @@ nlohmann::json TrainOptions::ToJson() const {
           {"max_grad_norm", max_grad_norm},
           {"seed", seed},
           {"loss_chunk_rows", loss_chunk_rows},
-          {"compute_dtype", compute_dtype}};
+          {"compute_dtype", compute_dtype},
+          {"world_size", world_size}};
 }
 
 Status TrainOptions::CheckResumable(const nlohmann::json& saved) const {
   const nlohmann::json now = ToJson();
+  // The global batch (and the shard of every rank) depends on the world size; runs saved before it was recorded
+  // were single-process.
+  const nlohmann::json saved_world = saved.value("world_size", nlohmann::json(1));
+  if (saved_world != now.at("world_size")) {
+    return InvalidArgument("cannot resume: the checkpoint was written by " + saved_world.dump() +
+                           " rank(s), this run has " + now.at("world_size").dump() +
+                           " (resume with the same world size)");
+  }
   for (const char* key : {"max_length", "row_mode", "num_anchors", "batch_size", "grad_accum", "epochs", "max_steps",
                           "lr", "warmup_fraction", "weight_decay", "max_grad_norm", "seed", "loss_chunk_rows"}) {
     if (!saved.contains(key) || saved.at(key) != now.at(key)) {

@@ -22,7 +22,9 @@ enum class KernelBackend {
 
 struct TrainOptions {
   // Models and data.
-  std::filesystem::path target_dir;       // HF folder: config.json + safetensors
+  std::filesystem::path target_dir;       // HF folder: config.json + safetensors, or
+  std::filesystem::path random_target;    // an HF config.json: a randomly initialised target of that shape, drawn on
+                                          // the run's device (benchmarks and smoke tests of full-size shapes)
   std::filesystem::path drafter_config;   // drafter config.json (fresh drafter), or
   std::filesystem::path drafter_init;     // a saved drafter folder to start from
   std::filesystem::path data;             // tokenized JSONL
@@ -53,6 +55,10 @@ struct TrainOptions {
   std::int64_t keep_checkpoints = 3;
   std::int64_t log_every = 1;
   bool resume = false;
+  // Data parallelism (trainer/dist): the ranks come from the torchrun environment (RANK, WORLD_SIZE, ...).
+  std::int64_t dist_timeout_s = 600;      // bound of every collective and of the rendezvous
+  std::int64_t bucket_mb = 25;            // gradient all-reduce bucket size
+  std::int64_t world_size = 1;            // set by the Trainer from the environment; checkpoints record it
 
   nlohmann::json ToJson() const;
   // The fields a resumed run must share with the checkpoint; InvalidArgument naming the first that differs.

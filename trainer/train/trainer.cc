@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 
 #include "trainer/data/anchors.h"
 #include "trainer/data/jsonl_dataset.h"
+#include "trainer/ops/cached_kernel_ops.h"
 #include "trainer/train/ops_setup.h"
 #include "trainer/train/train_checkpoint.h"
 #include "trainer/train/train_step.h"
@@ -29,13 +31,39 @@ Result<DrafterConfig> DrafterConfigFor(const TrainOptions& o, const TargetConfig
   return c;
 }
 
+// The options of this rank: the world size recorded, the device of a multi-GPU run made cuda:LOCAL_RANK.
+Result<TrainOptions> RankOptions(const TrainOptions& options, const dist::RankEnv& env) {
+  TrainOptions o = options;
+  o.world_size = env.world_size;
+  if (!env.distributed()) return o;
+  if (o.device == "cuda" || (o.device == "auto" && torch::cuda::is_available())) {
+    const int gpus = static_cast<int>(torch::cuda::device_count());
+    if (env.local_rank >= gpus) {
+      return InvalidArgument("LOCAL_RANK=" + std::to_string(env.local_rank) + " but this host has " +
+                             std::to_string(gpus) + " GPU(s): start at most one rank per GPU");
+    }
+    o.device = "cuda:" + std::to_string(env.local_rank);
+  }
+  return o;
+}
+
 }  // namespace
 
 void RequestTrainingStop() { g_stop_requested = true; }
 
 Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, std::ostream& log) {
+  DFLASH_ASSIGN_OR_RETURN(dist::RankEnv env, dist::ReadRankEnv());
+  return Create(options, log, env);
+}
+
+Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, std::ostream& log,
+                                                 const dist::RankEnv& env) {
+  DFLASH_ASSIGN_OR_RETURN(TrainOptions options, RankOptions(given, env));
   const TrainOptions& o = options;
-  if (o.target_dir.empty()) return InvalidArgument("--target is required (a Hugging Face model folder)");
+  if (o.target_dir.empty() == o.random_target.empty()) {
+    return InvalidArgument("give exactly one of --target (a Hugging Face model folder) and --random-target "
+                           "(a config.json)");
+  }
   if (o.data.empty()) return InvalidArgument("--data is required (a tokenized JSONL file)");
   if (o.output_dir.empty()) return InvalidArgument("--output is required");
   if (o.max_length < 2 || o.num_anchors < 1 || o.batch_size < 1 || o.grad_accum < 1 || o.epochs < 1 ||
@@ -46,13 +74,24 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, st
   if (!(o.lr > 0) || o.warmup_fraction < 0 || o.warmup_fraction > 1 || o.max_grad_norm < 0) {
     return InvalidArgument("--lr must be > 0, --warmup in [0, 1], --max-grad-norm >= 0");
   }
+  if (o.dist_timeout_s < 1 || o.bucket_mb < 1) return InvalidArgument("--dist-timeout and --bucket-mb must be >= 1");
   std::unique_ptr<Trainer> t(new Trainer(options, log));
   DFLASH_ASSIGN_OR_RETURN(RunDevice device, ResolveDevice(o));
   t->device_ = device.device;
   t->compute_dtype_ = device.compute_dtype;
+  DFLASH_ASSIGN_OR_RETURN(t->comm_, dist::Communicator::Create(env, t->device_,
+                                                               std::chrono::seconds(o.dist_timeout_s)));
+  t->shard_ = {env.rank, env.world_size, o.batch_size * o.grad_accum};
+  if (env.distributed()) {
+    log << "data parallel: rank " << env.rank << " of " << env.world_size << " (local rank " << env.local_rank
+        << ") on " << t->device_.str() << ", " << (t->device_.is_cuda() ? "NCCL" : "gloo") << " through "
+        << env.master_addr << ":" << env.master_port << ", timeout " << o.dist_timeout_s << " s\n";
+  }
 
   // Models.
-  DFLASH_ASSIGN_OR_RETURN(TargetConfig target_config, LoadTargetConfig(o.target_dir / "config.json"));
+  const bool random_target = !o.random_target.empty();
+  DFLASH_ASSIGN_OR_RETURN(TargetConfig target_config,
+                          LoadTargetConfig(random_target ? o.random_target : o.target_dir / "config.json"));
   DFLASH_ASSIGN_OR_RETURN(DrafterConfig drafter_config, DrafterConfigFor(o, target_config));
   DFLASH_ASSIGN_OR_RETURN(std::vector<std::int64_t> taps, ResolveTappedLayers(drafter_config, target_config));
   drafter_config.target_layer_ids = taps;
@@ -72,11 +111,22 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, st
   target_options.device = t->device_;
   target_options.dtype = device.device.is_cuda() ? torch::kBFloat16 : t->compute_dtype_;
   target_options.taps = taps;
-  log << "target: " << o.target_dir.string() << " (" << target_config.model_type << ", "
+  log << "target: " << (random_target ? "random, shaped as " + o.random_target.string() : o.target_dir.string())
+      << " (" << target_config.model_type << ", "
       << target_config.num_hidden_layers << " layers, taps";
   for (auto l : taps) log << ' ' << l;
   log << "; layers after " << taps.back() << " not loaded)\n";
-  DFLASH_ASSIGN_OR_RETURN(t->target_, TargetModel::Load(o.target_dir, target_options));
+  if (random_target) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      t->target_ = TargetModel::RandomInit(target_config, target_options, o.seed);
+    } catch (const c10::Error& e) {
+      return InvalidArgument("--random-target " + o.random_target.string() + ": " + e.what_without_backtrace());
+    }
+    log << "target: random weights drawn on " << t->device_.str() << " in " << Seconds(start) << " s\n";
+  } else {
+    DFLASH_ASSIGN_OR_RETURN(t->target_, TargetModel::Load(o.target_dir, target_options));
+  }
   if (!o.drafter_init.empty()) {
     DFLASH_ASSIGN_OR_RETURN(t->drafter_, Drafter::Load(o.drafter_init, t->device_));
   } else {
@@ -95,6 +145,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, st
   t->fixed_shapes_ = backend.cache != nullptr;
   t->kernel_cache_ = std::move(backend.cache);
   t->ops_ = std::move(backend.ops);
+  DFLASH_RETURN_IF_ERROR(t->AgreeOnKernels(target_config, drafter_config));
 
   // Data and schedule.
   DFLASH_ASSIGN_OR_RETURN(auto dataset, data::JsonlDataset::Open(o.data));
@@ -105,14 +156,16 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, st
   batcher_options.seed = o.seed;
   DFLASH_ASSIGN_OR_RETURN(auto batcher, data::Batcher::Create(shared_dataset, batcher_options));
   t->batcher_ = std::make_unique<data::Batcher>(std::move(batcher));
-  const std::int64_t rows_per_step = o.batch_size * o.grad_accum;
+  const std::int64_t rows_per_step = t->shard_.global_rows();
   std::int64_t total_rows = 0;
   for (std::int64_t e = 0; e < o.epochs; ++e) total_rows += static_cast<std::int64_t>(t->batcher_->RowsInEpoch(e));
   t->schedule_.peak_lr = o.lr;
   t->schedule_.warmup_fraction = o.warmup_fraction;
   t->schedule_.total_steps = o.max_steps > 0 ? o.max_steps : std::max<std::int64_t>(1, total_rows / rows_per_step);
   log << "data: " << o.data.string() << " (" << shared_dataset->size() << " samples), " << total_rows
-      << " rows over " << o.epochs << " epochs, " << rows_per_step << " rows per step -> "
+      << " rows over " << o.epochs << " epochs, " << rows_per_step << " rows per step"
+      << (env.distributed() ? " (" + std::to_string(t->shard_.rows_per_rank) + " per rank)" : std::string())
+      << " -> "
       << t->schedule_.total_steps << " steps\n";
 
   AdamWOptions adam;
@@ -137,8 +190,14 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, st
     return InvalidArgument("--output " + o.output_dir.string() + " already holds a run (" + latest->string() +
                            "); pass --resume to continue it or choose another folder");
   }
-  DFLASH_ASSIGN_OR_RETURN(auto metrics_log, MetricsLog::Open(o.output_dir / "metrics.jsonl"));
-  t->metrics_log_ = std::make_unique<MetricsLog>(std::move(metrics_log));
+  // Every rank starts from rank 0's weights (the same seed or checkpoint gives the same ones; this makes it certain).
+  std::vector<torch::Tensor> weights;
+  for (const auto& [name, p] : t->drafter_->named_parameters()) weights.push_back(p);
+  DFLASH_RETURN_IF_ERROR(t->comm_->Broadcast(weights, 0));
+  if (env.is_main()) {
+    DFLASH_ASSIGN_OR_RETURN(auto metrics_log, MetricsLog::Open(o.output_dir / "metrics.jsonl"));
+    t->metrics_log_ = std::make_unique<MetricsLog>(std::move(metrics_log));
+  }
   return t;
 }
 
@@ -152,12 +211,16 @@ Status Trainer::TakeStep() {
   row_options.fixed_shapes = fixed_shapes_;
   double weighted_ce = 0, weight_sum = 0;
   std::int64_t tokens = 0, labelled = 0, correct = 0;
-  std::vector<int> accepts;
-  for (std::int64_t i = 0; i < options_.batch_size * options_.grad_accum; ++i) {
+  const int block_size = static_cast<int>(drafter_->config().block_size);
+  std::vector<double> accept_histogram(static_cast<std::size_t>(block_size) + 1, 0.0);  // [accepted length]
+  for (std::int64_t i = 0; i < shard_.global_rows(); ++i) {
+    // Every rank reads the whole stream (same Batcher state everywhere) and trains on its shard of it; a row's
+    // anchors are seeded by its index in the global stream, so any world size draws the same ones.
     DFLASH_ASSIGN_OR_RETURN(data::Row row, batcher_->Next());
     epoch_ = row.epoch;
     row_options.anchor_seed = data::StepAnchorSeed(options_.seed, static_cast<std::uint64_t>(rows_done_));
     ++rows_done_;
+    if (!shard_.Owns(i)) continue;
     if (row.num_tokens < 2) continue;  // nothing to predict; the row still counts (resume stays exact)
     Result<RowResult> row_result = InvalidArgument("unset");
     try {
@@ -171,8 +234,22 @@ Status Trainer::TakeStep() {
     tokens += r.context_tokens;
     labelled += r.labelled;
     correct += r.correct;
-    accepts.insert(accepts.end(), r.accept_lengths.begin(), r.accept_lengths.end());
+    for (int a : r.accept_lengths) accept_histogram[static_cast<std::size_t>(std::clamp(a, 0, block_size))] += 1;
   }
+  // The global batch: sums over the ranks (the stop request too, so that all ranks stop after the same step).
+  std::vector<double> sums = {weighted_ce, weight_sum, double(tokens), double(labelled), double(correct),
+                              g_stop_requested ? 1.0 : 0.0};
+  sums.insert(sums.end(), accept_histogram.begin(), accept_histogram.end());
+  DFLASH_ASSIGN_OR_RETURN(sums, comm_->AllReduceSum(std::move(sums)));
+  weighted_ce = sums[0];
+  weight_sum = sums[1];
+  tokens = static_cast<std::int64_t>(sums[2]);
+  labelled = static_cast<std::int64_t>(sums[3]);
+  correct = static_cast<std::int64_t>(sums[4]);
+  stop_agreed_ = sums[5] > 0;
+  std::vector<int> accepts;
+  for (int a = 0; a <= block_size; ++a) accepts.insert(accepts.end(), static_cast<std::size_t>(sums[6 + a]), a);
+  if (weight_sum > 0) DFLASH_RETURN_IF_ERROR(AllReduceGradients());
   const auto params = drafter_->named_parameters();
   ScaleGradients(params, weight_sum);
   const double grad_norm = ClipGradNorm(params, options_.max_grad_norm);
@@ -199,10 +276,55 @@ Status Trainer::TakeStep() {
   m.tokens_per_s = m.step_time_s > 0 ? double(tokens) / m.step_time_s : 0.0;
   m.eta_s = double(schedule_.total_steps - step_) * m.step_time_s;
   m.peak_memory_bytes = PeakMemoryBytes(device_.is_cuda() ? device_.index() : -1);
-  return metrics_log_->Write(m.ToJson());
+  return metrics_log_ ? metrics_log_->Write(m.ToJson()) : Status::Ok();
+}
+
+Status Trainer::AllReduceGradients() {
+  if (comm_->world_size() == 1) return Status::Ok();
+  std::vector<torch::Tensor> grads;
+  for (const auto& [name, p] : drafter_->named_parameters()) {
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);  // this rank's rows had no weight
+    grads.push_back(p.grad());
+  }
+  // One all-reduce per dtype (the fp32 masters: one), in buckets.
+  std::vector<torch::ScalarType> dtypes;
+  for (const auto& g : grads) {
+    if (std::find(dtypes.begin(), dtypes.end(), g.scalar_type()) == dtypes.end()) dtypes.push_back(g.scalar_type());
+  }
+  for (const auto dtype : dtypes) {
+    std::vector<torch::Tensor> group;
+    for (const auto& g : grads) {
+      if (g.scalar_type() == dtype) group.push_back(g);
+    }
+    DFLASH_RETURN_IF_ERROR(comm_->AllReduceSumInPlace(group, options_.bucket_mb << 20));
+  }
+  return Status::Ok();
+}
+
+Status Trainer::AgreeOnKernels(const TargetConfig& target, const DrafterConfig& drafter) {
+  if (comm_->world_size() == 1) return Status::Ok();
+  // This rank's kernels: every cached entry it resolved (digest and cubin checksum), or the reference backend.
+  std::string mine = "reference operations";
+  if (auto* cached = dynamic_cast<CachedKernelOps*>(ops_.get())) {
+    DFLASH_ASSIGN_OR_RETURN(std::vector<KernelUse> uses, cached->Prepare(RunOpShapes(options_, target, drafter)));
+    mine.clear();
+    for (const auto& u : uses) mine += u.operation + ": " + u.family + " entry " + u.key_digest + " cubin " +
+                                       u.cubin_sha256 + "\n";
+  }
+  DFLASH_ASSIGN_OR_RETURN(std::vector<std::string> all, comm_->AllGatherStrings(mine));
+  for (std::size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    return Status(ErrorCode::kMismatch,
+                  "rank " + std::to_string(r) + " would run other kernels than rank 0 (their caches differ: use one "
+                  "cache for all ranks, or warm each up identically):\n rank 0:\n" + all[0] + " rank " +
+                  std::to_string(r) + ":\n" + all[r]);
+  }
+  log_ << "data parallel: all " << all.size() << " ranks run the same kernels\n";
+  return Status::Ok();
 }
 
 Status Trainer::Save() {
+  if (!comm_->env().is_main()) return Status::Ok();  // rank 0 writes the checkpoints
   TrainState state;
   state.step = step_;
   state.batcher = batcher_->State();
@@ -217,13 +339,22 @@ Status Trainer::Save() {
 Status Trainer::Run() {
   const bool terminal = isatty(2) != 0;
   while (step_ < schedule_.total_steps) {
+    const bool first_in_process = !stepped_in_process_;
+    if (first_in_process) {
+      log_ << "start-up: first step begins " << SecondsSinceProcessStart() << " s after process start\n";
+    }
     DFLASH_RETURN_IF_ERROR(TakeStep().WithContext("step " + std::to_string(step_ + 1)));
+    if (first_in_process) {
+      stepped_in_process_ = true;
+      log_ << (terminal ? "\n" : "") << "start-up: first step done " << SecondsSinceProcessStart()
+           << " s after process start (step " << last_.step_time_s << " s)\n";
+    }
     if (options_.log_every > 0 && (step_ % options_.log_every == 0 || step_ == schedule_.total_steps)) {
       PrintProgress(log_, last_, terminal);
     }
     const bool periodic = options_.save_every > 0 && step_ % options_.save_every == 0;
     if (periodic && step_ < schedule_.total_steps) DFLASH_RETURN_IF_ERROR(Save());
-    if (g_stop_requested) {
+    if (stop_agreed_) {
       DFLASH_RETURN_IF_ERROR(Save());
       return Status(ErrorCode::kInternal, "stopped by a signal after step " + std::to_string(step_) +
                                               "; continue with --resume");

@@ -4,6 +4,10 @@
 // them bit-for-bit.
 // Ops: the kernel backend is chosen once (ops_setup.h): on a GPU the cached tuned kernels, resolved before the first
 // step (a missing key stops the run with the warmup command), on the CPU LibTorch's own operations.
+// Data parallelism (trainer/dist): started as one of several ranks (torchrun environment), each rank trains its
+// shard of every step's rows (dist/shard.h) on cuda:LOCAL_RANK, the step's statistics and gradients are summed over
+// the ranks before the loss normalisation, clipping and AdamW (identical on every rank), the ranks agree on every
+// cached kernel before the first step, and rank 0 alone writes metrics and checkpoints.
 // Who may call: tools/dflash_train and tests. Thread-safety: one thread.
 #pragma once
 
@@ -13,6 +17,9 @@
 #include "cache/status.h"
 #include "cache/kernel_cache.h"
 #include "trainer/data/batcher.h"
+#include "trainer/dist/communicator.h"
+#include "trainer/dist/rank_env.h"
+#include "trainer/dist/shard.h"
 #include "trainer/models/drafter.h"
 #include "trainer/models/target_model.h"
 #include "trainer/ops/ops.h"
@@ -31,7 +38,11 @@ class Trainer {
  public:
   // Validates the options, loads models and data, resumes when asked. `log` receives the start-up report (devices,
   // shapes, the kernel provenance table) and the progress line; it must outlive the Trainer.
+  // The ranks come from the process environment (dist/rank_env.h; none set: one process); errors name the variable.
   static Result<std::unique_ptr<Trainer>> Create(const TrainOptions& options, std::ostream& log);
+  // The same as rank `env` (a default RankEnv: a single process whatever the environment says).
+  static Result<std::unique_ptr<Trainer>> Create(const TrainOptions& options, std::ostream& log,
+                                                 const dist::RankEnv& env);
 
   // Trains until the schedule ends (or max_steps), saving checkpoints on the way and at the end.
   Status Run();
@@ -42,11 +53,17 @@ class Trainer {
   std::int64_t total_steps() const { return schedule_.total_steps; }
   // The metrics of the last step taken (zero before the first).
   const StepMetrics& last_metrics() const { return last_; }
+  int rank() const { return comm_->rank(); }
+  int world_size() const { return comm_->world_size(); }
 
  private:
   Trainer(const TrainOptions& options, std::ostream& log) : options_(options), log_(log) {}
   Status TakeStep();
   Status Save();
+  // Data parallelism: every rank must run the same kernels (entry digests and cubin checksums all-gathered).
+  Status AgreeOnKernels(const TargetConfig& target, const DrafterConfig& drafter);
+  // Sums the gradients over the ranks (an undefined gradient counts as zeros).
+  Status AllReduceGradients();
 
   TrainOptions options_;
   std::ostream& log_;
@@ -58,12 +75,16 @@ class Trainer {
   std::unique_ptr<Ops> ops_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<data::Batcher> batcher_;
-  std::unique_ptr<MetricsLog> metrics_log_;
+  std::unique_ptr<MetricsLog> metrics_log_;   // rank 0 only
+  std::unique_ptr<dist::Communicator> comm_;  // world of 1: every collective is the identity
+  dist::StepShard shard_;
+  bool stop_agreed_ = false;      // some rank was asked to stop during the last step: all ranks stop after it
   LrSchedule schedule_;
   std::int64_t step_ = 0;
   std::int64_t rows_done_ = 0;    // rows consumed over the run (seeds the anchors of the next row)
   double elapsed_s_ = 0.0;        // training time over the run (resumed runs continue it)
   std::int64_t epoch_ = 0;
+  bool stepped_in_process_ = false;  // a step was taken by this process (start-up time is reported once)
   bool fixed_shapes_ = false;     // rows run at full length (the cached kernels' keys are per shape)
   StepMetrics last_;
 };
