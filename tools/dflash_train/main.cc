@@ -32,6 +32,9 @@ void OnSignal(int) { RequestTrainingStop(); }
 
 void AddTrainOptions(CLI::App& app, TrainOptions& o, std::string& row_mode, std::string& kernels) {
   app.add_option("--target", o.target_dir, "Target model: Hugging Face folder (config.json + safetensors)");
+  app.add_option("--random-target", o.random_target,
+                 "Instead of --target: a randomly initialised target shaped by this config.json, drawn on the "
+                 "device (benchmarks, smoke tests)");
   app.add_option("--drafter-config", o.drafter_config, "Drafter config.json for a fresh drafter");
   app.add_option("--drafter-init", o.drafter_init, "Start from a saved drafter folder instead");
   app.add_option("--data", o.data, "Tokenized JSONL training data (input_ids, loss_mask per line)");

@@ -1,9 +1,12 @@
 #include "trainer/train/metrics.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #ifdef DFLASH_TORCH_CUDA
@@ -72,6 +75,23 @@ void PrintProgress(std::ostream& out, const StepMetrics& m, bool terminal) {
                 std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(), m.loss,
                 100.0 * m.accuracy, m.accept_length, m.tokens_per_s, Duration(m.eta_s).c_str());
   out << (terminal ? "\r" : "") << line << (terminal ? "" : "\n") << std::flush;
+}
+
+double SecondsSinceProcessStart() {
+  // /proc/self/stat field 22: start time in clock ticks after boot; /proc/uptime: seconds since boot. The command
+  // name (field 2) is parenthesised and may hold spaces, so fields are counted after its closing parenthesis.
+  std::ifstream stat("/proc/self/stat"), uptime("/proc/uptime");
+  std::string line;
+  double up = 0;
+  if (!std::getline(stat, line) || !(uptime >> up)) return -1.0;
+  const auto close = line.rfind(')');
+  if (close == std::string::npos) return -1.0;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && (rest >> field); ++i) {
+    if (i == 22) return up - std::stod(field) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
+  return -1.0;
 }
 
 std::int64_t PeakMemoryBytes(int device_index) {

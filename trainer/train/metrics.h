@@ -52,6 +52,10 @@ class MetricsLog {
 // on a terminal (carriage return), a new line otherwise.
 void PrintProgress(std::ostream& out, const StepMetrics& m, bool terminal);
 
+// Seconds since this process started (the kernel's start time of /proc/self: dynamic loading included), or -1 when
+// it cannot be read. The start-up cost a user waits for before the first step.
+double SecondsSinceProcessStart();
+
 // Peak memory of the run so far (see StepMetrics::peak_memory_bytes) on `device_index` (< 0: CPU).
 std::int64_t PeakMemoryBytes(int device_index);
 

@@ -4,6 +4,7 @@ namespace dflash::trainer {
 
 nlohmann::json TrainOptions::ToJson() const {
   return {{"target_dir", target_dir.string()},
+          {"random_target", random_target.string()},
           {"drafter_config", drafter_config.string()},
           {"drafter_init", drafter_init.string()},
           {"data", data.string()},

@@ -22,7 +22,9 @@ enum class KernelBackend {
 
 struct TrainOptions {
   // Models and data.
-  std::filesystem::path target_dir;       // HF folder: config.json + safetensors
+  std::filesystem::path target_dir;       // HF folder: config.json + safetensors, or
+  std::filesystem::path random_target;    // an HF config.json: a randomly initialised target of that shape, drawn on
+                                          // the run's device (benchmarks and smoke tests of full-size shapes)
   std::filesystem::path drafter_config;   // drafter config.json (fresh drafter), or
   std::filesystem::path drafter_init;     // a saved drafter folder to start from
   std::filesystem::path data;             // tokenized JSONL

@@ -35,7 +35,10 @@ void RequestTrainingStop() { g_stop_requested = true; }
 
 Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, std::ostream& log) {
   const TrainOptions& o = options;
-  if (o.target_dir.empty()) return InvalidArgument("--target is required (a Hugging Face model folder)");
+  if (o.target_dir.empty() == o.random_target.empty()) {
+    return InvalidArgument("give exactly one of --target (a Hugging Face model folder) and --random-target "
+                           "(a config.json)");
+  }
   if (o.data.empty()) return InvalidArgument("--data is required (a tokenized JSONL file)");
   if (o.output_dir.empty()) return InvalidArgument("--output is required");
   if (o.max_length < 2 || o.num_anchors < 1 || o.batch_size < 1 || o.grad_accum < 1 || o.epochs < 1 ||
@@ -52,7 +55,9 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, st
   t->compute_dtype_ = device.compute_dtype;
 
   // Models.
-  DFLASH_ASSIGN_OR_RETURN(TargetConfig target_config, LoadTargetConfig(o.target_dir / "config.json"));
+  const bool random_target = !o.random_target.empty();
+  DFLASH_ASSIGN_OR_RETURN(TargetConfig target_config,
+                          LoadTargetConfig(random_target ? o.random_target : o.target_dir / "config.json"));
   DFLASH_ASSIGN_OR_RETURN(DrafterConfig drafter_config, DrafterConfigFor(o, target_config));
   DFLASH_ASSIGN_OR_RETURN(std::vector<std::int64_t> taps, ResolveTappedLayers(drafter_config, target_config));
   drafter_config.target_layer_ids = taps;
@@ -72,11 +77,22 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, st
   target_options.device = t->device_;
   target_options.dtype = device.device.is_cuda() ? torch::kBFloat16 : t->compute_dtype_;
   target_options.taps = taps;
-  log << "target: " << o.target_dir.string() << " (" << target_config.model_type << ", "
+  log << "target: " << (random_target ? "random, shaped as " + o.random_target.string() : o.target_dir.string())
+      << " (" << target_config.model_type << ", "
       << target_config.num_hidden_layers << " layers, taps";
   for (auto l : taps) log << ' ' << l;
   log << "; layers after " << taps.back() << " not loaded)\n";
-  DFLASH_ASSIGN_OR_RETURN(t->target_, TargetModel::Load(o.target_dir, target_options));
+  if (random_target) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      t->target_ = TargetModel::RandomInit(target_config, target_options, o.seed);
+    } catch (const c10::Error& e) {
+      return InvalidArgument("--random-target " + o.random_target.string() + ": " + e.what_without_backtrace());
+    }
+    log << "target: random weights drawn on " << t->device_.str() << " in " << Seconds(start) << " s\n";
+  } else {
+    DFLASH_ASSIGN_OR_RETURN(t->target_, TargetModel::Load(o.target_dir, target_options));
+  }
   if (!o.drafter_init.empty()) {
     DFLASH_ASSIGN_OR_RETURN(t->drafter_, Drafter::Load(o.drafter_init, t->device_));
   } else {
@@ -217,7 +233,16 @@ Status Trainer::Save() {
 Status Trainer::Run() {
   const bool terminal = isatty(2) != 0;
   while (step_ < schedule_.total_steps) {
+    const bool first_in_process = !stepped_in_process_;
+    if (first_in_process) {
+      log_ << "start-up: first step begins " << SecondsSinceProcessStart() << " s after process start\n";
+    }
     DFLASH_RETURN_IF_ERROR(TakeStep().WithContext("step " + std::to_string(step_ + 1)));
+    if (first_in_process) {
+      stepped_in_process_ = true;
+      log_ << (terminal ? "\n" : "") << "start-up: first step done " << SecondsSinceProcessStart()
+           << " s after process start (step " << last_.step_time_s << " s)\n";
+    }
     if (options_.log_every > 0 && (step_ % options_.log_every == 0 || step_ == schedule_.total_steps)) {
       PrintProgress(log_, last_, terminal);
     }

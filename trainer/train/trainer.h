@@ -64,6 +64,7 @@ class Trainer {
   std::int64_t rows_done_ = 0;    // rows consumed over the run (seeds the anchors of the next row)
   double elapsed_s_ = 0.0;        // training time over the run (resumed runs continue it)
   std::int64_t epoch_ = 0;
+  bool stepped_in_process_ = false;  // a step was taken by this process (start-up time is reported once)
   bool fixed_shapes_ = false;     // rows run at full length (the cached kernels' keys are per shape)
   StepMetrics last_;
 };
