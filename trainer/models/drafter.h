@@ -28,7 +28,8 @@ namespace dflash::trainer {
 
 class Drafter {
  public:
-  // Fresh weights: Linear normal(0, 0.02), RMSNorm weights 1, deterministic in seed. Parameters are fp32 master
+  // Fresh weights: Linear normal(0, 0.02), RMSNorm weights 1, drawn on `device`, deterministic in seed and the
+  // device type (models/init_generator.h: CPU and GPU draws differ). Parameters are fp32 master
   // weights (requires_grad) on `device`; the forward computes in `compute_dtype` (bf16 on a GPU, fp32 or bf16 on
   // the CPU) by casting weights (nn::Linear does that), so gradients land in the fp32 masters.
   // The config goes through ResolveDrafterConfig (drafter_config.h: target_layer_ids derived from num_target_layers

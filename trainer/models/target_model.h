@@ -36,7 +36,9 @@ class TargetModel {
   // tensors needed (checkpoint/target_tensors.h). Errors name the missing/mis-shaped tensor and the file.
   static Result<std::unique_ptr<TargetModel>> Load(const std::filesystem::path& dir, const TargetLoadOptions& options);
   // Random weights (the tiny preset): Linear weights normal(0, init_std), norms at their neutral value (0 for
-  // zero-centred, 1 for standard), A_log = log(uniform(1, 16)), dt_bias per HF init; deterministic in seed.
+  // zero-centred, 1 for standard), A_log = log(uniform(1, 16)), dt_bias per HF init; deterministic in seed and the
+  // device type. Drawn on options.device: on a GPU (full-size benchmark targets) with CUDA generators, so the values
+  // differ from a CPU draw of the same seed.
   // TORCH_CHECKs the config and taps.
   static std::unique_ptr<TargetModel> RandomInit(const TargetConfig& config, const TargetLoadOptions& options,
                                                  std::uint64_t seed, double init_std = 0.02);

@@ -2,9 +2,8 @@
 
 #include <cmath>
 
-#include <ATen/CPUGeneratorImpl.h>
-
 #include "trainer/checkpoint/target_tensors.h"
+#include "trainer/models/init_generator.h"
 
 namespace dflash::trainer {
 namespace {
@@ -25,9 +24,10 @@ std::uint64_t TensorSeed(std::uint64_t seed, const std::string& name) {
   return z ^ (z >> 31);
 }
 
-torch::Tensor InitValue(const TargetConfig& c, const TensorSpec& spec, std::uint64_t seed, double init_std) {
-  const auto opts = torch::TensorOptions().dtype(torch::kFloat);
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(TensorSeed(seed, spec.name));
+torch::Tensor InitValue(const TargetConfig& c, const TensorSpec& spec, std::uint64_t seed, double init_std,
+                        torch::Device device) {
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat).device(device);
+  auto gen = InitGenerator(TensorSeed(seed, spec.name), device);
   const std::string& n = spec.name;
   if (EndsWith(n, ".A_log")) return torch::empty(spec.shape, opts).uniform_(1.0, 16.0, gen).log_();
   if (EndsWith(n, ".dt_bias")) return torch::ones(spec.shape, opts);
@@ -58,7 +58,7 @@ TargetWeights RandomTargetWeights(const TargetConfig& c, const std::vector<Tenso
                                   double init_std, torch::Dtype dtype, torch::Device device) {
   TargetWeights out;
   for (const auto& spec : specs) {
-    out[spec.name] = InitValue(c, spec, seed, init_std).to(device, TargetStorageDtype(spec.name, dtype));
+    out[spec.name] = InitValue(c, spec, seed, init_std, device).to(TargetStorageDtype(spec.name, dtype));
   }
   return out;
 }
