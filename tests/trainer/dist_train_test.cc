@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "process_test_util.h"
 #include "train_test_util.h"
 #include "trainer/dist/launcher.h"
 #include "trainer/nn/tensor_io.h"
@@ -27,42 +28,11 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-extern "C" char** environ;
-
 pid_t Spawn(std::vector<std::string> args, const std::vector<std::string>& extra_env, const fs::path& err_file) {
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) env_strings.push_back(*e);
-  env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::string bin = DFLASH_TRAIN_BIN;
-  std::vector<char*> argv{bin.data()};
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::cout.flush();  // the child's freopen would write the parent's buffered output a second time
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    FILE* err = std::freopen(err_file.c_str(), "w", stderr);
-    FILE* out = std::freopen("/dev/null", "w", stdout);
-    (void)err, (void)out;
-    execve(bin.c_str(), argv.data(), envp.data());
-    _exit(127);
-  }
-  return pid;
+  return testing::SpawnProcess(DFLASH_TRAIN_BIN, std::move(args), extra_env, err_file);
 }
-
-int Wait(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::string Read(const fs::path& p) {
-  std::ifstream f(p);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
+int Wait(pid_t pid) { return testing::WaitExit(pid); }
+std::string Read(const fs::path& p) { return testing::ReadFile(p); }
 
 std::vector<nlohmann::json> Metrics(const fs::path& run) {
   std::vector<nlohmann::json> out;

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "process_test_util.h"
 #include "train_test_util.h"
 #include "trainer/train/train_checkpoint.h"
 
@@ -25,32 +26,10 @@ struct ProcessResult {
 };
 
 pid_t Spawn(std::vector<std::string> args, const fs::path& err_file) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    FILE* err = std::freopen(err_file.c_str(), "w", stderr);
-    FILE* out = std::freopen("/dev/null", "w", stdout);
-    (void)err, (void)out;
-    std::vector<char*> argv;
-    std::string bin = DFLASH_TRAIN_BIN;
-    argv.push_back(bin.data());
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(bin.c_str(), argv.data());
-    _exit(127);
-  }
-  return pid;
+  return testing::SpawnProcess(DFLASH_TRAIN_BIN, std::move(args), {}, err_file);
 }
-
-int Wait(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::string Read(const fs::path& p) {
-  std::ifstream f(p);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
+int Wait(pid_t pid) { return testing::WaitExit(pid); }
+std::string Read(const fs::path& p) { return testing::ReadFile(p); }
 
 class TrainCli : public ::testing::Test {
  protected:
