@@ -95,9 +95,16 @@ TEST(WarmupCli, FourConcurrentWarmupsWithOneKilledMidwayCompileNothingTwice) {
                                  cache),
                             (tmp.path() / ("out" + std::to_string(i))).string(), env));
   }
-  // Kill warmup 0 once the four of them have committed a few artifacts between them.
+  // Kill warmup 0 midway: once the four of them have committed a few artifacts between them AND warmup 0 has
+  // committed at least one (waiting for the total alone made the test flaky: with 4 racing processes the first 6
+  // commits can all come from the other three when warmup 0 drew slow variants first).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
-  while (ReadTrace(trace).size() < 6 && std::chrono::steady_clock::now() < deadline) {
+  auto killed_has_committed = [&](const std::vector<std::pair<pid_t, std::string>>& lines) {
+    return std::any_of(lines.begin(), lines.end(), [&](const auto& line) { return line.first == pids[0]; });
+  };
+  for (auto lines = ReadTrace(trace); (lines.size() < 6 || !killed_has_committed(lines)) &&
+                                      std::chrono::steady_clock::now() < deadline;
+       lines = ReadTrace(trace)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   kill(pids[0], SIGKILL);
