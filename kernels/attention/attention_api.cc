@@ -47,6 +47,8 @@ Result<dflash_attn::AttnParams> MakeParams(const AttentionArgs& a, Direction dir
   if (p.mask == dflash_attn::kMaskDocCausal && (a.cu_seqlens == 0 || a.cu_seqlens % 4))
     return Invalid("doc_causal needs a 4-byte aligned int32 cu_seqlens");
   if (p.is_dflash() && (a.anchors == 0 || a.anchors % 4)) return Invalid("DFlash masks need a 4-byte aligned int32 anchors");
+  if (a.doc_start != 0 && (!p.is_dflash() || a.doc_start % 4))
+    return Invalid("doc_start is for the DFlash masks only, as a 4-byte aligned int32 [batch, num_blocks]");
   dflash_attn::AttnParams k{};
   k.q = reinterpret_cast<const void*>(a.q.ptr);
   k.k = reinterpret_cast<const void*>(a.k.ptr);
@@ -77,6 +79,7 @@ Result<dflash_attn::AttnParams> MakeParams(const AttentionArgs& a, Direction dir
   k.mask.num_docs = static_cast<int>(p.num_docs);
   k.mask.anchors = reinterpret_cast<const int*>(a.anchors);
   k.mask.block_valid = reinterpret_cast<const unsigned char*>(a.block_valid);
+  k.mask.doc_start = reinterpret_cast<const int*>(a.doc_start);
   k.mask.num_blocks = p.is_dflash() ? static_cast<int>(p.num_blocks()) : 0;
   k.mask.block_size = static_cast<int>(p.block_size);
   k.mask.ctx_len = static_cast<int>(p.ctx_len);

@@ -1,8 +1,9 @@
 // Attention mask logic, exact to the element, usable from host and device.
 // Owns: which kv positions a query row sees (RowVisibleSpan: at most two intervals for every mask kind) and the
-// classification of a (query tile, kv tile) pair as empty / partial / full, computed from the sorted anchors or
-// cu_seqlens without any dense mask. The kernels classify tiles with it; the CPU tests check it against a dense
-// mask built straight from the spec text; the host counts useful FLOPs with it.
+// classification of a (query tile, kv tile) pair as empty / partial / full, computed from the sorted anchors (and
+// the optional per-block document starts) or cu_seqlens without any dense mask. The kernels classify tiles with
+// it; the CPU tests check it against a dense mask built straight from the spec text; the host counts useful FLOPs
+// with it.
 // Thread-safety: pure functions of their arguments. No host headers (NVRTC compiles this file).
 #pragma once
 
@@ -50,6 +51,12 @@ DFLASH_HD int DflashAnchor(const MaskParams& m, int b, int j) {
   return MinI(MaxI(a, 0), m.ctx_len);
 }
 
+// The document lower bound of block j's context (packed rows): kv >= DflashDocStart. 0 (no bound: context kv are
+// >= 0 anyway) when there is no doc_start array. Not clamped: a start past the anchor leaves no context.
+DFLASH_HD int DflashDocStart(const MaskParams& m, int b, int j) {
+  return m.doc_start == nullptr ? 0 : m.doc_start[(long long)b * m.num_blocks + j];
+}
+
 DFLASH_HD RowSpan RowVisibleSpan(const MaskParams& m, int b, int q) {
   RowSpan s{0, 0, 0, 0};
   if (q < 0 || q >= m.seq_q) return s;
@@ -81,6 +88,7 @@ DFLASH_HD RowSpan RowVisibleSpan(const MaskParams& m, int b, int q) {
         s.lo0 = MinI(MaxI(a + o - (m.window - 1), 0), a);
         s.hi1 = MinI(base + o + 1, m.seq_kv);
       }
+      s.lo0 = MaxI(s.lo0, DflashDocStart(m, b, j));  // may pass hi0 = a: then no context
       break;
     }
     default:
@@ -132,6 +140,8 @@ DFLASH_HD int ClassifyTile(const MaskParams& m, int b, int q0, int q1, int k0, i
       bool any = false, all = true;
       const int cs = k0, ce = MinI(k1c, m.ctx_len);          // context part of the tile
       const int bs_ = MaxI(k0, m.ctx_len), be = k1c;          // block part of the tile
+      // This batch row's document starts, or null (hoisted: per block, DflashDocStart's test made NVRTC spill).
+      const int* docs = m.doc_start == nullptr ? nullptr : m.doc_start + (long long)b * m.num_blocks;
       for (int j = q0 / bs; j <= (q1 - 1) / bs; ++j) {
         if (j >= m.num_blocks || !DflashValid(m, b, j)) {
           all = false;
@@ -141,8 +151,11 @@ DFLASH_HD int ClassifyTile(const MaskParams& m, int b, int q0, int q1, int k0, i
         int o_max = MinI(q1, (j + 1) * bs) - 1 - j * bs;
         int a = DflashAnchor(m, b, j);
         int base = m.ctx_len + j * bs;
-        int clo_min = sliding ? MinI(MaxI(a + o_min - (m.window - 1), 0), a) : 0;
-        int clo_max = sliding ? MinI(MaxI(a + o_max - (m.window - 1), 0), a) : 0;
+        // Context lower bounds of the tile's first and last row of block j (non-decreasing in the row; the
+        // document start bounds every row of the block alike).
+        const int ds = docs == nullptr ? 0 : docs[j];
+        int clo_min = MaxI(sliding ? MinI(MaxI(a + o_min - (m.window - 1), 0), a) : 0, ds);
+        int clo_max = MaxI(sliding ? MinI(MaxI(a + o_max - (m.window - 1), 0), a) : 0, ds);
         int bhi_min = sliding ? o_min + 1 : bs;
         int bhi_max = sliding ? o_max + 1 : bs;
         if (cs < ce && MaxI(cs, clo_min) < MinI(ce, a)) any = true;

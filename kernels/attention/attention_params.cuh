@@ -30,6 +30,9 @@ enum MaskKind : int {
   kMaskDflashFull = 3,     // block j = q / block_size: kv < anchor_j, plus all kv of its own block (bidirectional)
   kMaskDflashSliding = 4,  // as full, context kv >= anchor_j + (q mod bs) - (window - 1), own block causal
 };
+// Both DFlash kinds take an optional per-block document start (packed rows, MaskParams::doc_start): the context
+// part of block j is further restricted to kv >= doc_start_j. It is a run-time input, not part of the kernel key:
+// every compiled variant serves it.
 constexpr int kNumMaskKinds = 5;
 
 // Everything the mask needs. For the DFlash kinds the KV sequence is [ctx_len context rows | num_blocks*block_size
@@ -38,6 +41,7 @@ struct MaskParams {
   const int* cu_seqlens;              // kMaskDocCausal: num_docs + 1 row offsets (shared by all batches)
   const int* anchors;                 // DFlash: [batch, num_blocks] anchor positions
   const unsigned char* block_valid;   // DFlash: [batch, num_blocks], 0 = padding block; null = all valid
+  const int* doc_start;               // DFlash: [batch, num_blocks], context kv >= doc_start; null = no bound
   int kind;
   int seq_q;
   int seq_kv;

@@ -41,10 +41,12 @@ tuner::Config DefaultForwardConfig() { return {{"block_m", 64}, {"block_n", 64},
 
 class AttentionWorkload final : public tuner::Workload {
  public:
-  AttentionWorkload(const ProblemSpec& spec, Direction dir) : dir_(dir) { in_.spec = spec; }
+  AttentionWorkload(const ProblemSpec& spec, Direction dir, bool doc_start) : dir_(dir), doc_start_(doc_start) {
+    in_.spec = spec;
+  }
 
   Status Init(std::uint64_t seed) {
-    in_ = RandomInputs(in_.spec, seed);
+    in_ = RandomInputs(in_.spec, seed, doc_start_);
     const ProblemSpec& s = in_.spec;
     const std::size_t qn = in_.q.size(), kn = in_.k.size();
     rows_ = static_cast<std::size_t>(s.batch * s.heads_q * s.seq_q);
@@ -72,6 +74,11 @@ class AttentionWorkload final : public tuner::Workload {
       DFLASH_RETURN_IF_ERROR(anchors_.Upload(in_.anchors.data(), in_.anchors.size() * 4));
       DFLASH_ASSIGN_OR_RETURN(valid_, gpu::DeviceBuffer::Alloc(in_.valid.size(), "attention block_valid"));
       DFLASH_RETURN_IF_ERROR(valid_.Upload(in_.valid.data(), in_.valid.size()));
+    }
+    if (!in_.doc_start.empty()) {
+      DFLASH_ASSIGN_OR_RETURN(doc_start_buf_,
+                              gpu::DeviceBuffer::Alloc(in_.doc_start.size() * 4, "attention doc_start"));
+      DFLASH_RETURN_IF_ERROR(doc_start_buf_.Upload(in_.doc_start.data(), in_.doc_start.size() * 4));
     }
     pairs_ = VisiblePairs(in_);
     return Status::Ok();
@@ -186,6 +193,7 @@ class AttentionWorkload final : public tuner::Workload {
     a.cu_seqlens = cu_.ptr();
     a.anchors = anchors_.ptr();
     a.block_valid = valid_.ptr();
+    a.doc_start = doc_start_buf_.ptr();
     a.scale = in_.scale;
     return a;
   }
@@ -289,6 +297,7 @@ class AttentionWorkload final : public tuner::Workload {
   }
 
   Direction dir_;
+  bool doc_start_;
   HostInputs in_;
   bool ref_ready_ = false;
   std::vector<RefRow> ref_rows_;
@@ -296,7 +305,7 @@ class AttentionWorkload final : public tuner::Workload {
   std::size_t rows_ = 0;
   double pairs_ = 0;
   bool have_forward_ = false;
-  gpu::DeviceBuffer q_, k_, v_, o_, lse_, do_, dq_, dk_, dv_, cu_, anchors_, valid_, ws_;
+  gpu::DeviceBuffer q_, k_, v_, o_, lse_, do_, dq_, dk_, dv_, cu_, anchors_, valid_, doc_start_buf_, ws_;
 };
 
 }  // namespace
@@ -306,8 +315,9 @@ std::string BackwardHelperForwardExpression(const ProblemSpec& p) {
 }
 
 Result<std::unique_ptr<tuner::Workload>> MakeAttentionWorkload(const ProblemSpec& spec, Direction direction,
-                                                               std::uint64_t seed) {
-  auto w = std::make_unique<AttentionWorkload>(spec, direction);
+                                                               std::uint64_t seed, bool doc_start) {
+  if (doc_start && !spec.is_dflash()) return InvalidArgument("attention workload: doc_start needs a DFlash mask");
+  auto w = std::make_unique<AttentionWorkload>(spec, direction, doc_start);
   DFLASH_RETURN_IF_ERROR(w->Init(seed));
   return std::unique_ptr<tuner::Workload>(std::move(w));
 }

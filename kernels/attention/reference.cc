@@ -30,6 +30,28 @@ double Score(const HostInputs& in, const std::uint16_t* q, const std::uint16_t* 
   return RoundBf16(static_cast<float>(Dot(q, k, d, p)) * in.scale);
 }
 
+// Appends the document starts of one batch row's n blocks (see RandomInputs).
+void AddDocStarts(const ProblemSpec& spec, std::mt19937_64& rng, std::vector<std::int32_t>::const_iterator anchors,
+                  std::vector<std::int32_t>& out) {
+  const auto ctx = static_cast<std::int32_t>(spec.ctx_len);
+  std::vector<std::int32_t> cuts{0};
+  std::uniform_int_distribution<std::int32_t> pos(1, std::max<std::int32_t>(1, ctx - 1));
+  for (int i = 0; i < 6; ++i) {
+    const std::int32_t c = pos(rng);
+    cuts.push_back(i % 2 ? c / 64 * 64 : c);
+  }
+  std::sort(cuts.begin(), cuts.end());
+  std::uniform_int_distribution<std::int32_t> any(0, ctx + 16);
+  std::uniform_int_distribution<int> pick(0, 4);
+  for (std::int64_t j = 0; j < spec.num_blocks(); ++j) {
+    const std::int32_t a = anchors[j];
+    std::int32_t start = 0;
+    for (std::int32_t c : cuts)
+      if (c <= a) start = c;
+    out.push_back(pick(rng) == 0 ? any(rng) : start);
+  }
+}
+
 }  // namespace
 
 dflash_attn::MaskParams HostInputs::Mask() const {
@@ -41,6 +63,7 @@ dflash_attn::MaskParams HostInputs::Mask() const {
   m.num_docs = static_cast<int>(spec.num_docs);
   m.anchors = anchors.empty() ? nullptr : anchors.data();
   m.block_valid = valid.empty() ? nullptr : valid.data();
+  m.doc_start = doc_start.empty() ? nullptr : doc_start.data();
   m.num_blocks = spec.is_dflash() ? static_cast<int>(spec.num_blocks()) : 0;
   m.block_size = static_cast<int>(spec.block_size);
   m.ctx_len = static_cast<int>(spec.ctx_len);
@@ -48,7 +71,7 @@ dflash_attn::MaskParams HostInputs::Mask() const {
   return m;
 }
 
-HostInputs RandomInputs(const ProblemSpec& spec, std::uint64_t seed) {
+HostInputs RandomInputs(const ProblemSpec& spec, std::uint64_t seed, bool doc_start) {
   HostInputs in;
   in.spec = spec;
   in.scale = 1.0f / std::sqrt(static_cast<float>(spec.head_dim));
@@ -86,6 +109,7 @@ HostInputs RandomInputs(const ProblemSpec& spec, std::uint64_t seed) {
         in.anchors.push_back(j < n - invalid ? a[static_cast<std::size_t>(j)] : 0);
         in.valid.push_back(j < n - invalid ? 1 : 0);
       }
+      if (doc_start) AddDocStarts(spec, rng, in.anchors.end() - n, in.doc_start);
     }
   }
   return in;

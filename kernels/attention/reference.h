@@ -27,6 +27,7 @@ struct HostInputs {
   std::vector<std::int32_t> cu_seqlens;
   std::vector<std::int32_t> anchors;   // [B, num_blocks]
   std::vector<std::uint8_t> valid;     // [B, num_blocks]
+  std::vector<std::int32_t> doc_start; // [B, num_blocks] (packed rows), or empty: no document bound
   dflash_attn::MaskParams Mask() const;  // points into this object
   const std::uint16_t* QRow(int b, int h, int s) const { return &q[Off(b, h, s, spec.seq_q, spec.heads_q)]; }
   const std::uint16_t* DoRow(int b, int h, int s) const { return &dout[Off(b, h, s, spec.seq_q, spec.heads_q)]; }
@@ -38,8 +39,11 @@ struct HostInputs {
 };
 
 // Fresh random inputs (normal q, k, v, dout; sorted random anchors with the last block invalid when there are at
-// least 4; random document boundaries) for `spec`.
-HostInputs RandomInputs(const ProblemSpec& spec, std::uint64_t seed);
+// least 4; random document boundaries) for `spec`. With `doc_start` (DFlash only), also per-block document starts
+// of packed rows: the start of the random document (cut points, half of them multiples of 64 so that whole tiles
+// fall on either side) that holds each anchor, and for about one block in five an arbitrary value in
+// [0, ctx_len + 16] (also past the anchor: no context at all).
+HostInputs RandomInputs(const ProblemSpec& spec, std::uint64_t seed, bool doc_start = false);
 
 // Attended (q, kv) pairs summed over batches (one head): the FLOP count's unit.
 double VisiblePairs(const HostInputs& in);

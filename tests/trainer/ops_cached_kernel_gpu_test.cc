@@ -1,8 +1,8 @@
 // CachedKernelOps against ReferenceOps on a GPU (label gpu; skipped without a GPU or without LibTorch's CUDA
 // backend). The kernels the test shapes need are tuned into a cache in the temp dir (TuneMissing, small budget;
 // shared by the test processes); then every op runs on fresh random bf16 CUDA inputs through both backends: forward
-// outputs, and for the drafter attention dq/dk/dv through autograd, within bf16 tolerance; invalid blocks give
-// exact zeros. A cache without the keys gives NotFound naming the warmup command.
+// outputs, and for the drafter attention dq/dk/dv through autograd (also with packed rows' doc_start), within bf16
+// tolerance; invalid blocks give exact zeros. A cache without the keys gives NotFound naming the warmup command.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -122,7 +122,7 @@ void ExpectClose(const torch::Tensor& got, const torch::Tensor& want, double rto
   EXPECT_LE(err, rtol * scale + atol) << what << ": max error " << err << " (max |reference| " << scale << ")";
 }
 
-DraftMask TestMask(std::int64_t window) {
+DraftMask TestMask(std::int64_t window, bool packed = false) {
   DraftMask m;
   // Valid blocks first with ascending anchors (one at 1: a single context row), then two invalid blocks.
   m.anchors = torch::tensor({1, 30, 77, 120, 150, 199, 0, 0}, torch::kInt).to(torch::kCUDA);
@@ -130,17 +130,20 @@ DraftMask TestMask(std::int64_t window) {
   m.context_len = kContext;
   m.block_size = kBlock;
   m.window = window;
+  // Packed rows: documents start at 0, 64, 130 and 192 (tile edges and not); block 1's start is past its anchor
+  // (no context at all), the invalid blocks' are arbitrary.
+  if (packed) m.doc_start = torch::tensor({0, 40, 64, 64, 130, 192, 5, 0}, torch::kInt).to(torch::kCUDA);
   return m;
 }
 
-void CheckDraftAttention(CachedKernelOps& ops, Ops& reference, std::int64_t window) {
+void CheckDraftAttention(CachedKernelOps& ops, Ops& reference, std::int64_t window, bool packed = false) {
   const auto opts = torch::TensorOptions().device(torch::kCUDA);
   const auto q0 = (torch::randn({kBlocks * kBlock, kHq, kDraftDim}, opts)).to(torch::kBFloat16);
   const auto k0 = (torch::randn({kContext + kBlocks * kBlock, kHkv, kDraftDim}, opts)).to(torch::kBFloat16);
   const auto v0 = (torch::randn({kContext + kBlocks * kBlock, kHkv, kDraftDim}, opts)).to(torch::kBFloat16);
   const auto dout = torch::randn({kBlocks * kBlock, kHq, kDraftDim}, opts).to(torch::kBFloat16);
   const double scale = 1.0 / std::sqrt(double(kDraftDim));
-  const DraftMask mask = TestMask(window);
+  const DraftMask mask = TestMask(window, packed);
   auto run = [&](Ops& backend) {
     auto q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
     auto o = backend.DraftAttention(q, k, v, mask, scale);
@@ -179,16 +182,21 @@ TEST_F(CachedKernelOpsGpu, DraftAttentionSlidingMaskMatchesTheReferenceForwardAn
   CheckDraftAttention(ops(), *reference_, kWindow);
 }
 
-TEST_F(CachedKernelOpsGpu, DraftAttentionRejectsDocStart) {
+TEST_F(CachedKernelOpsGpu, DraftAttentionWithDocStartMatchesTheReferenceForwardAndBackward) {
+  CheckDraftAttention(ops(), *reference_, 0, /*packed=*/true);
+  CheckDraftAttention(ops(), *reference_, kWindow, /*packed=*/true);
+}
+
+TEST_F(CachedKernelOpsGpu, DraftAttentionRejectsADocStartOfTheWrongSize) {
   DraftMask mask = TestMask(0);
-  mask.doc_start = torch::zeros({kBlocks}, torch::TensorOptions().dtype(torch::kInt).device(torch::kCUDA));
+  mask.doc_start = torch::zeros({kBlocks - 1}, torch::TensorOptions().dtype(torch::kInt).device(torch::kCUDA));
   const auto q = Randn({kBlocks * kBlock, kHq, kDraftDim});
   const auto kv = Randn({kContext + kBlocks * kBlock, kHkv, kDraftDim});
   try {
     ops().DraftAttention(q, kv, kv, mask, 0.1);
-    FAIL() << "a defined doc_start must be rejected";
+    FAIL() << "a doc_start that is not [N] must be rejected";
   } catch (const c10::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("reference backend"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("doc_start must be [N]"), std::string::npos) << e.what();
   }
 }
 

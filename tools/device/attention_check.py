@@ -36,6 +36,7 @@ NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
 # ---------------------------------------------------------------- struct mirror of attention_params.cuh
 class MaskParams(ctypes.Structure):
     _fields_ = [("cu_seqlens", ctypes.c_void_p), ("anchors", ctypes.c_void_p), ("block_valid", ctypes.c_void_p),
+                ("doc_start", ctypes.c_void_p),
                 ("kind", ctypes.c_int), ("seq_q", ctypes.c_int), ("seq_kv", ctypes.c_int), ("num_docs", ctypes.c_int),
                 ("num_blocks", ctypes.c_int), ("block_size", ctypes.c_int), ("ctx_len", ctypes.c_int),
                 ("window", ctypes.c_int)]
@@ -151,7 +152,7 @@ def compile_all(kernels, arch, outdir, log, ablate=0, ngroups=12):
 # ---------------------------------------------------------------- problems, masks (from the spec text), reference
 class Case:
     def __init__(self, name, mask, B, Hq, Hkv, Sq, Skv, D, layout="bshd", docs=None, bs=16, ctx=0, anchors=None,
-                 valid=None, window=2048, bwd=True):
+                 valid=None, window=2048, bwd=True, doc_start=None):
         self.__dict__.update(locals())
         del self.__dict__["self"]
 
@@ -187,6 +188,8 @@ def dense_mask(c):
             else:
                 ctx_vis = (kv < a) & (kv >= a + off - (c.window - 1))
                 blk = (kv >= base) & (kv - base <= off)
+            if c.doc_start is not None:  # packed rows: block j's context also kv >= doc_start[j]
+                ctx_vis = ctx_vis & (kv >= c.doc_start[b][j])
             m[b, j * c.bs:(j + 1) * c.bs] = (ctx_vis & (kv < c.ctx)) | blk
     return m
 
@@ -279,6 +282,7 @@ def fill_params(c, P, t):
     M.num_docs = len(c.docs) - 1 if c.docs else 0
     M.anchors = t["anchors"].data_ptr() if t.get("anchors") is not None else None
     M.block_valid = t["valid"].data_ptr() if t.get("valid") is not None else None
+    M.doc_start = t["doc_start"].data_ptr() if t.get("doc_start") is not None else None
     M.num_blocks = c.Sq // c.bs if c.mask.startswith("dflash") else 0
     M.block_size, M.ctx_len, M.window = c.bs, c.ctx, c.window
 
@@ -303,6 +307,8 @@ def make_inputs(c):
     if c.mask.startswith("dflash"):
         t["anchors"] = torch.tensor(c.anchors, dtype=torch.int32, device="cuda")
         t["valid"] = torch.tensor(c.valid, dtype=torch.uint8, device="cuda")
+        if c.doc_start is not None:
+            t["doc_start"] = torch.tensor(c.doc_start, dtype=torch.int32, device="cuda")
     return t
 
 
@@ -409,15 +415,21 @@ def check_case(drv, c, out_rows, seed):
     return ok_all
 
 
-def dflash_case(name, mask, B, Hq, Hkv, N, ctx, D, rng, invalid_tail=0, window=2048, layout="bshd", bwd=True):
-    anchors, valid = [], []
+def dflash_case(name, mask, B, Hq, Hkv, N, ctx, D, rng, invalid_tail=0, window=2048, layout="bshd", bwd=True,
+                packed=False):
+    """packed: per-block document starts (the start of the random document holding each anchor, cut points half
+    on multiples of 64; one block in five an arbitrary value in [0, ctx + 16], also past the anchor)."""
+    anchors, valid, doc_start = [], [], []
     for b in range(B):
         nv = N - invalid_tail
         a = sorted(rng.sample(range(1, ctx), nv)) + [0] * invalid_tail
         anchors.append(a)
         valid.append([1] * nv + [0] * invalid_tail)
+        cuts = sorted([0] + [rng.randrange(1, ctx) // (64 if i % 2 else 1) * (64 if i % 2 else 1) for i in range(6)])
+        doc_start.append([rng.randrange(0, ctx + 17) if rng.randrange(5) == 0 else max(x for x in cuts if x <= aj)
+                          for aj in a])
     return Case(name, mask, B, Hq, Hkv, N * 16, ctx + N * 16, D, layout=layout, bs=16, ctx=ctx, anchors=anchors,
-                valid=valid, window=window, bwd=bwd)
+                valid=valid, window=window, bwd=bwd, doc_start=doc_start if packed else None)
 
 
 def cases(quick):
@@ -437,6 +449,9 @@ def cases(quick):
         dflash_case("dflash full g6 d64", "dflash_full", 1, 6, 1, 13, 300, 64, rng),
         dflash_case("dflash slide g1 w2048", "dflash_sliding", 1, 2, 2, 17, 3000, 128, rng, invalid_tail=2),
         dflash_case("dflash slide g4 w100 bs16", "dflash_sliding", 1, 4, 1, 40, 1500, 128, rng, window=100),
+        dflash_case("dflash full g4 packed", "dflash_full", 2, 8, 2, 21, 500, 128, rng, invalid_tail=3, packed=True),
+        dflash_case("dflash slide g4 w300 packed", "dflash_sliding", 1, 8, 2, 30, 900, 128, rng, window=300,
+                    layout="bhsd", packed=True),
     ]
     if quick:
         cs = cs[:3] + cs[8:10]

@@ -95,7 +95,8 @@ attention::TensorRef Rows(const torch::Tensor& t) {  // [rows, heads, dim] conti
 std::pair<torch::Tensor, torch::Tensor> AttentionForward(CachedKernelOps::State& state, const OpShape& shape,
                                                          const torch::Tensor& q, const torch::Tensor& k,
                                                          const torch::Tensor& v, CUdeviceptr anchors,
-                                                         CUdeviceptr valid, CUdeviceptr cu_seqlens, double scale) {
+                                                         CUdeviceptr valid, CUdeviceptr doc_start,
+                                                         CUdeviceptr cu_seqlens, double scale) {
   const auto requests = KernelRequestsFor(shape);
   const tuner::LoadedVariant& winner = state.Winner(requests.front());
   auto o = torch::empty_like(q);
@@ -104,11 +105,14 @@ std::pair<torch::Tensor, torch::Tensor> AttentionForward(CachedKernelOps::State&
   a.problem = shape.attention;
   a.q = Rows(q), a.k = Rows(k), a.v = Rows(v), a.o = Rows(o);
   a.lse = Ptr(lse);
-  a.anchors = anchors, a.block_valid = valid, a.cu_seqlens = cu_seqlens;
+  a.anchors = anchors, a.block_valid = valid, a.doc_start = doc_start, a.cu_seqlens = cu_seqlens;
   a.scale = static_cast<float>(scale);
   Check(attention::LaunchForward(winner, a, CurrentStream(state, q.device())), requests.front().operation);
   return {o, lse};
 }
+
+// The device pointer of an optional int32 array; 0 (no bound) when undefined.
+CUdeviceptr DocStartPtr(const torch::Tensor& doc_start) { return doc_start.defined() ? Ptr(doc_start) : 0; }
 
 void CheckAttentionInputs(const CachedKernelOps::State& state, const torch::Tensor& q, const torch::Tensor& k,
                           const torch::Tensor& v) {
@@ -121,18 +125,19 @@ void CheckAttentionInputs(const CachedKernelOps::State& state, const torch::Tens
 }
 
 // The drafter attention as an autograd function: forward = the attention_fwd winner (O and LSE saved), backward =
-// the attention_bwd winner on the same problem.
+// the attention_bwd winner on the same problem. doc_start: int32 [N] on q's device, or undefined (no bound).
 class DraftAttentionFunction : public torch::autograd::Function<DraftAttentionFunction> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& anchors, const torch::Tensor& valid,
-                               std::int64_t state_address, std::int64_t context_len, std::int64_t block_size,
-                               std::int64_t window, double scale) {
+                               const torch::Tensor& doc_start, std::int64_t state_address, std::int64_t context_len,
+                               std::int64_t block_size, std::int64_t window, double scale) {
     auto& state = *reinterpret_cast<CachedKernelOps::State*>(state_address);
     const OpShape shape = OpShape::DraftAttention(context_len, anchors.size(0), block_size, window, q.size(1),
                                                   k.size(1), q.size(2));
-    auto [o, lse] = AttentionForward(state, shape, q, k, v, Ptr(anchors), Ptr(valid), 0, scale);
-    ctx->save_for_backward({q, k, v, o, lse, anchors, valid});
+    auto [o, lse] = AttentionForward(state, shape, q, k, v, Ptr(anchors), Ptr(valid), DocStartPtr(doc_start), 0,
+                                     scale);
+    ctx->save_for_backward({q, k, v, o, lse, anchors, valid, doc_start});
     ctx->saved_data["state"] = state_address;
     ctx->saved_data["context_len"] = context_len;
     ctx->saved_data["block_size"] = block_size;
@@ -145,7 +150,7 @@ class DraftAttentionFunction : public torch::autograd::Function<DraftAttentionFu
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &o = saved[3], &lse = saved[4];
-    const auto &anchors = saved[5], &valid = saved[6];
+    const auto &anchors = saved[5], &valid = saved[6], &doc_start = saved[7];
     auto& state = *reinterpret_cast<CachedKernelOps::State*>(ctx->saved_data["state"].toInt());
     const OpShape shape = OpShape::DraftAttention(ctx->saved_data["context_len"].toInt(), anchors.size(0),
                                                   ctx->saved_data["block_size"].toInt(),
@@ -161,11 +166,11 @@ class DraftAttentionFunction : public torch::autograd::Function<DraftAttentionFu
     a.q = Rows(q), a.k = Rows(k), a.v = Rows(v), a.o = Rows(o), a.dout = Rows(dout);
     a.dq = Rows(dq), a.dk = Rows(dk), a.dv = Rows(dv);
     a.lse = Ptr(lse);
-    a.anchors = Ptr(anchors), a.block_valid = Ptr(valid);
+    a.anchors = Ptr(anchors), a.block_valid = Ptr(valid), a.doc_start = DocStartPtr(doc_start);
     a.scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
     Check(attention::LaunchBackward(winner, a, Ptr(workspace), bytes, CurrentStream(state, q.device())),
           request.operation);
-    return {dq, dk, dv, {}, {}, {}, {}, {}, {}, {}};
+    return {dq, dk, dv, {}, {}, {}, {}, {}, {}, {}, {}};
   }
 };
 
@@ -246,9 +251,6 @@ Result<std::vector<KernelUse>> CachedKernelOps::TuneMissing(const std::vector<Op
 torch::Tensor CachedKernelOps::DraftAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                               const DraftMask& mask, double scale) {
   CheckAttentionInputs(*state_, q, k, v);
-  TORCH_CHECK(!mask.doc_start.defined(),
-              "CachedKernelOps::DraftAttention: DraftMask::doc_start (packed rows) is not supported by the attention "
-              "kernels; packed rows run on the reference backend only");
   TORCH_CHECK(mask.anchors.defined() && mask.anchors.dim() == 1 && mask.valid.defined() &&
                   mask.valid.sizes() == mask.anchors.sizes(),
               "CachedKernelOps::DraftAttention: anchors and valid must be [N]");
@@ -258,7 +260,13 @@ torch::Tensor CachedKernelOps::DraftAttention(const torch::Tensor& q, const torc
   const c10::DeviceGuard guard(q.device());
   const auto anchors = mask.anchors.to(q.device(), torch::kInt).contiguous();
   const auto valid = mask.valid.to(q.device(), torch::kUInt8).contiguous();
-  return DraftAttentionFunction::apply(q.contiguous(), k.contiguous(), v.contiguous(), anchors, valid,
+  torch::Tensor doc_start;  // undefined: one document per row
+  if (mask.doc_start.defined()) {
+    TORCH_CHECK(mask.doc_start.sizes() == mask.anchors.sizes(),
+                "CachedKernelOps::DraftAttention: doc_start must be [N] like anchors, got ", mask.doc_start.sizes());
+    doc_start = mask.doc_start.to(q.device(), torch::kInt).contiguous();
+  }
+  return DraftAttentionFunction::apply(q.contiguous(), k.contiguous(), v.contiguous(), anchors, valid, doc_start,
                                        reinterpret_cast<std::int64_t>(state_.get()), mask.context_len,
                                        std::int64_t{mask.block_size}, mask.window, scale);
 }
@@ -278,7 +286,7 @@ torch::Tensor CachedKernelOps::CausalAttention(const torch::Tensor& q, const tor
     cu.resize(shape.attention.num_docs + 1, static_cast<std::int32_t>(tokens));  // empty documents at the end
     cu_device = ToDevice(cu, q.device());
   }
-  return AttentionForward(*state_, shape, q.contiguous(), k.contiguous(), v.contiguous(), 0, 0,
+  return AttentionForward(*state_, shape, q.contiguous(), k.contiguous(), v.contiguous(), 0, 0, 0,
                           cu_device.defined() ? Ptr(cu_device) : 0, scale)
       .first;
 }

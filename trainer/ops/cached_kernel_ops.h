@@ -6,8 +6,8 @@
 // (the one LibTorch uses), on the tensors' own memory; workspaces are torch allocations on that stream.
 // Inputs: bf16 CUDA tensors on the ops' device (fp32 A_log / dt_bias), head_dim 64/128/256 (backward 64/128), gdn
 // key/value dims 128, conv kernel width 4; every problem is launched with batch 1 (one row).
-// Limits: DraftMask::doc_start is not supported (the attention kernels have no document start for the drafter):
-// a defined doc_start fails with a TORCH_CHECK; packed rows run on the reference backend only.
+// Packed rows: DraftMask::doc_start (per-block document start) goes to the attention kernels as a run-time input
+// (forward and backward), so the same tuned winners serve packed and unpacked rows.
 // Needs LibTorch's CUDA backend (-DDFLASH_TORCH_CUDA=ON); without it Create() fails with Unsupported.
 // Who may call: the models through Ops, the training setup (Create, Prepare, TuneMissing). Thread-safety: one
 // training thread per object (as Ops); the cache and provider underneath are thread-safe.

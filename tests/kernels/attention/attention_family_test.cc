@@ -1,10 +1,12 @@
 // CPU tests of the attention families' host side: problem parsing and buckets, the parameter spaces, invalid
-// configs with their reasons, launch geometry and the O(rows) backward workspace, and the CPU reference's
-// basic identities (rows that see nothing are exactly 0 / -inf).
+// configs with their reasons, launch geometry and the O(rows) backward workspace, the launch argument checks, and
+// the CPU reference's basic identities (rows that see nothing are exactly 0 / -inf; packed rows' doc_start hides
+// the context below it).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <set>
+#include <string>
 
 #include "kernels/attention/attention_api.h"
 #include "kernels/attention/attention_config.h"
@@ -128,6 +130,60 @@ TEST(AttentionApi, BackwardWorkspaceIsRowsNotScores) {
   EXPECT_LT(atomic / gib, 0.2);
   EXPECT_EQ(separate, 32u * 8192u * 4u);
   EXPECT_GE(atomic, 32u * 8192u * 4u + 32u * 8192u * 128u * 4u);
+}
+
+TEST(AttentionApi, DocStartIsForTheDflashMasksOnlyAndMustBeAligned) {
+  AttentionArgs a;
+  const CUdeviceptr fake = 0x10000;  // never dereferenced: the argument checks fail first
+  a.q = a.k = a.v = a.o = TensorRef::Bshd(fake, 256, 8, 128);
+  a.lse = fake;
+  a.anchors = fake;
+  a.doc_start = fake + 2;  // not 4-byte aligned
+  a.problem = *ParseProblem(DflashProblem(16, 128), Direction::kForward);
+  const tuner::LoadedVariant none;
+  Status st = LaunchForward(none, a, nullptr);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("doc_start"), std::string::npos) << st.message();
+  a.problem.mask = dflash_attn::kMaskCausal;
+  a.problem.seq_q = a.problem.seq_kv = 256;
+  a.doc_start = fake;
+  st = LaunchForward(none, a, nullptr);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("DFlash masks only"), std::string::npos) << st.message();
+}
+
+TEST(AttentionReference, DocStartHidesTheContextBelowItFromItsBlockOnly) {
+  for (const char* mask : {"dflash_full", "dflash_sliding"}) {
+    tuner::Problem pj = DflashProblem(6, 300, mask);
+    if (std::string(mask) == "dflash_sliding") pj["window"] = 120;
+    ProblemSpec s = *ParseProblem(pj, Direction::kBackward);
+    s.heads_q = s.heads_kv = 1;
+    HostInputs in = RandomInputs(s, 21, /*doc_start=*/true);
+    ASSERT_EQ(in.doc_start.size(), in.anchors.size());
+    HostInputs unpacked = in;
+    unpacked.doc_start.clear();
+    EXPECT_LT(VisiblePairs(in), VisiblePairs(unpacked)) << mask << ": the random document starts cut nothing";
+    // Block j with a document start inside its context: its rows ignore new K / V rows below the start, and
+    // see them without the bound.
+    int j = -1;
+    for (int c = 0; c < 5; ++c)
+      if (in.valid[c] && in.doc_start[c] > 0 && in.doc_start[c] < in.anchors[c]) j = c;
+    ASSERT_GE(j, 0) << mask << ": no block with a document start inside its context (seed)";
+    const int q = j * 16 + 3, below = in.doc_start[j] - 1;
+    HostInputs changed = in, changed_unpacked = unpacked;
+    for (HostInputs* h : {&changed, &changed_unpacked})
+      for (int i = 0; i < s.head_dim; ++i) {
+        h->k[h->Off(0, 0, below, s.seq_kv, 1) + i] = FloatToBf16(3.0f);
+        h->v[h->Off(0, 0, below, s.seq_kv, 1) + i] = FloatToBf16(-5.0f);
+      }
+    // Without the bound, row q (slot 3) sees kv `below` < anchor when it is inside the window (spec section 4).
+    const bool seen_unpacked = std::string(mask) == "dflash_full" || below >= in.anchors[j] + 3 - (s.window - 1);
+    EXPECT_EQ(ForwardRow(in, 0, 0, q, Precision::kFloat64).o, ForwardRow(changed, 0, 0, q, Precision::kFloat64).o);
+    if (seen_unpacked) {
+      EXPECT_NE(ForwardRow(unpacked, 0, 0, q, Precision::kFloat64).o,
+                ForwardRow(changed_unpacked, 0, 0, q, Precision::kFloat64).o);
+    }
+  }
 }
 
 TEST(AttentionReference, RowsThatSeeNothingAreZeroWithMinusInfinityLse) {

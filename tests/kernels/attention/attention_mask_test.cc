@@ -1,11 +1,13 @@
 // CPU tests of kernels/attention/attention_mask.cuh: the per-element visibility and the tile classification the
-// kernels use, against dense masks built here straight from the spec text (dflash-training.md section 4).
+// kernels use, against dense masks built here straight from the spec text (dflash-training.md section 4; packed
+// rows: trainer/ops/ops.h DraftMask::doc_start, block j's context also kv >= doc_start[j]).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/attention/attention_mask.cuh"
@@ -20,6 +22,7 @@ struct MaskCase {
   std::vector<int> cu;                  // doc-causal
   std::vector<int> anchors;             // DFlash [batch][num_blocks]
   std::vector<unsigned char> valid;     // DFlash [batch][num_blocks]
+  std::vector<int> doc_start;           // DFlash [batch][num_blocks] (packed rows), empty: no bound
   int block_size = 16, ctx = 0, window = 2048;
   int num_blocks() const { return kind >= dflash_attn::kMaskDflashFull ? seq_q / block_size : 0; }
   MaskParams Params() const {
@@ -31,6 +34,7 @@ struct MaskCase {
     m.num_docs = cu.empty() ? 0 : static_cast<int>(cu.size()) - 1;
     m.anchors = anchors.empty() ? nullptr : anchors.data();
     m.block_valid = valid.empty() ? nullptr : valid.data();
+    m.doc_start = doc_start.empty() ? nullptr : doc_start.data();
     m.num_blocks = num_blocks();
     m.block_size = block_size;
     m.ctx_len = ctx;
@@ -69,6 +73,7 @@ std::vector<std::uint8_t> Dense(const MaskCase& c, int b) {
           for (int kv = 0; kv < c.ctx; ++kv) {
             bool vis = kv < a;
             if (sliding) vis = vis && kv >= a + off - (c.window - 1);
+            if (!c.doc_start.empty()) vis = vis && kv >= c.doc_start[b * c.num_blocks() + j];
             if (vis) set(r, kv);
           }
           for (int k = 0; k < c.block_size; ++k)
@@ -101,6 +106,25 @@ MaskCase RandomDflash(std::mt19937& rng, int kind, int batch, int blocks, int ct
   return c;
 }
 
+// `c` with per-block document starts: the start of the random document holding each anchor (cut points, half on
+// multiples of 32 so that whole tiles lie on either side), or for about one block in four any value in
+// [-3, ctx + 20] (also past the anchor, unsorted).
+MaskCase WithDocStarts(std::mt19937& rng, MaskCase c) {
+  std::uniform_int_distribution<int> pos(1, std::max(1, c.ctx - 1)), any(-3, c.ctx + 20), pick(0, 3);
+  for (int b = 0; b < c.batch; ++b) {
+    std::vector<int> cuts{0};
+    for (int i = 0; i < 5; ++i) cuts.push_back(i % 2 ? pos(rng) / 32 * 32 : pos(rng));
+    std::sort(cuts.begin(), cuts.end());
+    for (int j = 0; j < c.num_blocks(); ++j) {
+      int start = 0;
+      for (int cut : cuts)
+        if (cut <= c.anchors[b * c.num_blocks() + j]) start = cut;
+      c.doc_start.push_back(pick(rng) == 0 ? any(rng) : start);
+    }
+  }
+  return c;
+}
+
 std::vector<MaskCase> AllCases() {
   std::mt19937 rng(20261129);
   std::vector<MaskCase> cs;
@@ -126,18 +150,29 @@ std::vector<MaskCase> AllCases() {
     cs.push_back(RandomDflash(rng, kind, 2, 7, 150, 17, true));
     cs.push_back(RandomDflash(rng, kind, 1, 5, 64, 1, false));
   }
+  // Packed rows: every DFlash case above again with per-block document starts.
+  const std::size_t unpacked = cs.size();
+  for (std::size_t i = 0; i < unpacked; ++i)
+    if (cs[i].kind >= dflash_attn::kMaskDflashFull) cs.push_back(WithDocStarts(rng, cs[i]));
   // Edge anchors: 0 (sees no context) and ctx (sees all of it).
   MaskCase e = RandomDflash(rng, dflash_attn::kMaskDflashSliding, 1, 4, 100, 30, false);
   e.anchors = {0, 0, 99, 100};
   cs.push_back(e);
   e.kind = dflash_attn::kMaskDflashFull;
   cs.push_back(e);
+  // Document starts on tile edges, at / past the anchor, negative and in the middle of a tile.
+  e.doc_start = {0, 64, 64, 100};
+  cs.push_back(e);
+  e.kind = dflash_attn::kMaskDflashSliding;
+  e.doc_start = {-5, 1, 96, 37};
+  cs.push_back(e);
   return cs;
 }
 
 std::string Describe(const MaskCase& c) {
   return "kind=" + std::to_string(c.kind) + " q=" + std::to_string(c.seq_q) + " kv=" + std::to_string(c.seq_kv) +
-         " ctx=" + std::to_string(c.ctx) + " window=" + std::to_string(c.window);
+         " ctx=" + std::to_string(c.ctx) + " window=" + std::to_string(c.window) +
+         (c.doc_start.empty() ? "" : " with doc_start");
 }
 
 TEST(AttentionMask, IsVisibleMatchesDenseMaskFromSpecForEveryKind) {
@@ -191,14 +226,20 @@ TEST(AttentionMask, TileClassIsExactlyEmptyPartialOrFullForAllTileShapes) {
   }
 }
 
-TEST(AttentionMask, AnchorPositionItselfIsNotVisibleButItsBlockIs) {
+// A hand-written DFlash case: blocks of 16 after ctx context rows, one per anchor.
+MaskCase SmallDflash(int kind, int ctx, std::vector<int> anchors, std::vector<unsigned char> valid) {
   MaskCase c;
-  c.kind = dflash_attn::kMaskDflashFull;
-  c.seq_q = 32;
-  c.ctx = 100;
-  c.seq_kv = 132;
-  c.anchors = {40, 70};
-  c.valid = {1, 1};
+  c.kind = kind;
+  c.seq_q = 16 * static_cast<int>(anchors.size());
+  c.ctx = ctx;
+  c.seq_kv = ctx + c.seq_q;
+  c.anchors = std::move(anchors);
+  c.valid = std::move(valid);
+  return c;
+}
+
+TEST(AttentionMask, AnchorPositionItselfIsNotVisibleButItsBlockIs) {
+  MaskCase c = SmallDflash(dflash_attn::kMaskDflashFull, 100, {40, 70}, {1, 1});
   const MaskParams m = c.Params();
   EXPECT_TRUE(dflash_attn::IsVisible(m, 0, 0, 39));
   EXPECT_FALSE(dflash_attn::IsVisible(m, 0, 0, 40));   // strictly below the anchor
@@ -209,13 +250,7 @@ TEST(AttentionMask, AnchorPositionItselfIsNotVisibleButItsBlockIs) {
 }
 
 TEST(AttentionMask, InvalidBlocksSeeNothingAndAreNeverFullTiles) {
-  MaskCase c;
-  c.kind = dflash_attn::kMaskDflashSliding;
-  c.seq_q = 32;
-  c.ctx = 64;
-  c.seq_kv = 96;
-  c.anchors = {30, 0};
-  c.valid = {1, 0};
+  MaskCase c = SmallDflash(dflash_attn::kMaskDflashSliding, 64, {30, 0}, {1, 0});
   const MaskParams m = c.Params();
   for (int q = 16; q < 32; ++q) EXPECT_EQ(dflash_attn::SpanCount(dflash_attn::RowVisibleSpan(m, 0, q)), 0);
   EXPECT_EQ(dflash_attn::ClassifyTile(m, 0, 16, 32, 0, 96), dflash_attn::kTileEmpty);
@@ -223,14 +258,8 @@ TEST(AttentionMask, InvalidBlocksSeeNothingAndAreNeverFullTiles) {
 }
 
 TEST(AttentionMask, SlidingWindowLowerBoundGrowsWithSlotOffset) {
-  MaskCase c;
-  c.kind = dflash_attn::kMaskDflashSliding;
-  c.seq_q = 16;
-  c.ctx = 5000;
-  c.seq_kv = 5016;
+  MaskCase c = SmallDflash(dflash_attn::kMaskDflashSliding, 5000, {4000}, {1});
   c.window = 2048;
-  c.anchors = {4000};
-  c.valid = {1};
   const MaskParams m = c.Params();
   // slot 0: kv >= 4000 - 2047; slot 5: kv >= 4000 + 5 - 2047.
   EXPECT_TRUE(dflash_attn::IsVisible(m, 0, 0, 1953));
@@ -240,6 +269,25 @@ TEST(AttentionMask, SlidingWindowLowerBoundGrowsWithSlotOffset) {
   // inside the block: causal
   EXPECT_TRUE(dflash_attn::IsVisible(m, 0, 5, 5005));
   EXPECT_FALSE(dflash_attn::IsVisible(m, 0, 5, 5006));
+}
+
+TEST(AttentionMask, DocStartBoundsOnlyTheContextOfItsBlock) {
+  MaskCase c = SmallDflash(dflash_attn::kMaskDflashFull, 128, {100, 120}, {1, 1});
+  c.doc_start = {64, 130};  // block 1: its document starts past its anchor
+  const MaskParams m = c.Params();
+  EXPECT_FALSE(dflash_attn::IsVisible(m, 0, 3, 63));
+  EXPECT_TRUE(dflash_attn::IsVisible(m, 0, 3, 64));
+  EXPECT_TRUE(dflash_attn::IsVisible(m, 0, 3, 99));
+  EXPECT_TRUE(dflash_attn::IsVisible(m, 0, 3, 128 + 15));  // own block unchanged
+  EXPECT_EQ(dflash_attn::SpanCount(dflash_attn::RowVisibleSpan(m, 0, 20)), 16);  // block 1: only its own block
+  // kv tile [0, 64) is below block 0's document and outside block 1's context: empty for both blocks' rows;
+  // [64, 96) is inside block 0's document and context: full for block 0's rows.
+  EXPECT_EQ(dflash_attn::ClassifyTile(m, 0, 0, 32, 0, 64), dflash_attn::kTileEmpty);
+  EXPECT_EQ(dflash_attn::ClassifyTile(m, 0, 0, 16, 64, 96), dflash_attn::kTileFull);
+  EXPECT_EQ(dflash_attn::ClassifyTile(m, 0, 0, 32, 64, 96), dflash_attn::kTilePartial);
+  EXPECT_EQ(dflash_attn::ClassifyTile(m, 0, 16, 32, 64, 128), dflash_attn::kTileEmpty);
+  c.doc_start.clear();  // without the bound block 1 sees [0, 120)
+  EXPECT_EQ(dflash_attn::ClassifyTile(c.Params(), 0, 16, 32, 64, 128), dflash_attn::kTilePartial);
 }
 
 }  // namespace
