@@ -1,6 +1,7 @@
 #include "kernels/presets.h"
 
 #include <fstream>
+#include <tuple>
 
 #include "kernels/attention/attention_family.h"
 #include "kernels/attention/attention_params.cuh"
@@ -61,7 +62,8 @@ Result<nlohmann::json> ReadJson(const std::filesystem::path& p) {
   return j;
 }
 
-// Documents per packed batch assumed for the target's document-causal problem (the bucket rounds it up).
+// Documents per packed row assumed for the packed problems (document-causal attention, conv1d, gated delta rule;
+// their buckets round the count up, so rows of up to 8 documents share the warmed keys).
 constexpr std::int64_t kPackedDocs = 8;
 
 }  // namespace
@@ -105,13 +107,23 @@ Result<TrainingShapes> ShapesFromConfigFile(const std::filesystem::path& file) {
     }
     *field = j[name].get<std::int64_t>();
   }
+  if (j.contains("rows")) {
+    const std::string rows = j["rows"].is_string() ? j["rows"].get<std::string>() : "";
+    if (rows != "both" && rows != "pad" && rows != "pack") {
+      return InvalidArgument(file.string() + ": \"rows\" must be \"both\", \"pad\" or \"pack\"");
+    }
+    s.padded_rows = rows != "pack";
+    s.packed_rows = rows != "pad";
+  }
   return s;
 }
 
 Result<std::vector<WorkItem>> ProblemsFor(const TrainingShapes& shapes, std::vector<std::string>* notes) {
   std::vector<WorkItem> items;
   const nlohmann::json& t = TextConfig(shapes.target);
-  const std::int64_t tokens = shapes.max_length * shapes.batch_size;
+  // dflash-train launches every kernel on one row at a time (batch 1), whatever its batch size: the keys are those
+  // of one row of max_length tokens.
+  const std::int64_t tokens = shapes.max_length;
   // Target gated-delta-net layers: conv1d over q|k|v channels (absent in dense Qwen3 targets).
   if (t.contains("linear_num_key_heads")) {
     DFLASH_ASSIGN_OR_RETURN(std::int64_t hk, Field(t, "linear_num_key_heads"));
@@ -121,14 +133,25 @@ Result<std::vector<WorkItem>> ProblemsFor(const TrainingShapes& shapes, std::vec
     if (t.contains("linear_conv_kernel_dim") && t["linear_conv_kernel_dim"] != 4) {
       return Unsupported("linear_conv_kernel_dim other than 4 is not supported by the conv1d family");
     }
-    items.push_back({&conv1d::Family(), conv1d::MakeProblem(tokens, 2 * hk * dk + hv * dv, shapes.batch_size),
-                     "target gated-delta-net conv1d"});
+    const std::int64_t channels = 2 * hk * dk + hv * dv;
+    if (shapes.padded_rows) {
+      items.push_back({&conv1d::Family(), conv1d::MakeProblem(tokens, channels, 1),
+                       "target gated-delta-net conv1d"});
+    }
+    if (shapes.packed_rows) {
+      items.push_back({&conv1d::Family(), conv1d::MakeProblem(tokens, channels, kPackedDocs),
+                       "target gated-delta-net conv1d, packed"});
+    }
     // The gated delta rule itself (training: no initial state, no final state needed).
     if (dk == gdn::kHeadDim && dv == gdn::kHeadDim && hv % hk == 0) {
-      items.push_back({&gdn::ChunkedForwardFamily(),
-                       gdn::MakeProblem(static_cast<int>(hk), static_cast<int>(hv), tokens, shapes.batch_size,
-                                        /*initial_state=*/false, /*final_state=*/false),
-                       "target gated-delta-net chunked forward"});
+      for (const auto& [wanted, seqs, what] : {std::tuple{shapes.padded_rows, std::int64_t{1}, ""},
+                                               std::tuple{shapes.packed_rows, kPackedDocs, ", packed"}}) {
+        if (!wanted) continue;
+        items.push_back({&gdn::ChunkedForwardFamily(),
+                         gdn::MakeProblem(static_cast<int>(hk), static_cast<int>(hv), tokens, seqs,
+                                          /*initial_state=*/false, /*final_state=*/false),
+                         std::string("target gated-delta-net chunked forward") + what});
+      }
     } else if (notes) {
       notes->push_back("gdn: head dims " + std::to_string(dk) + "/" + std::to_string(dv) +
                        " are not supported (the family is written for 128); skipped");
@@ -141,14 +164,18 @@ Result<std::vector<WorkItem>> ProblemsFor(const TrainingShapes& shapes, std::vec
     a.heads_kv = t.value("num_key_value_heads", a.heads_q);
     a.head_dim = t.value("head_dim", 128);
     a.mask = dflash_attn::kMaskCausal;
-    a.batch = shapes.batch_size;
+    a.batch = 1;
     a.seq_q = a.seq_kv = shapes.max_length;
-    items.push_back({&attention::ForwardFamily(), attention::ToJson(a), "target attention, causal"});
+    if (shapes.padded_rows) {
+      items.push_back({&attention::ForwardFamily(), attention::ToJson(a), "target attention, causal"});
+    }
     a.mask = dflash_attn::kMaskDocCausal;
     a.batch = 1;
     a.seq_q = a.seq_kv = tokens;
     a.num_docs = kPackedDocs;
-    items.push_back({&attention::ForwardFamily(), attention::ToJson(a), "target attention, packed (doc-causal)"});
+    if (shapes.packed_rows) {
+      items.push_back({&attention::ForwardFamily(), attention::ToJson(a), "target attention, packed (doc-causal)"});
+    }
   }
   // Drafter attention (forward + backward): the full layer, and the sliding layer when the drafter has one.
   if (!shapes.drafter.is_null()) {
@@ -157,7 +184,7 @@ Result<std::vector<WorkItem>> ProblemsFor(const TrainingShapes& shapes, std::vec
     DFLASH_ASSIGN_OR_RETURN(a.heads_q, Field(d, "num_attention_heads"));
     a.heads_kv = d.value("num_key_value_heads", a.heads_q);
     a.head_dim = d.value("head_dim", d.value("hidden_size", 0) / std::max<std::int64_t>(a.heads_q, 1));
-    a.batch = shapes.batch_size;
+    a.batch = 1;
     a.block_size = d.value("block_size", 16);
     a.ctx_len = shapes.max_length;
     a.seq_q = shapes.num_anchors * a.block_size;
@@ -169,8 +196,13 @@ Result<std::vector<WorkItem>> ProblemsFor(const TrainingShapes& shapes, std::vec
     }
     for (const auto& [mask, name] : masks) {
       a.mask = mask;
-      items.push_back({&attention::ForwardFamily(), attention::ToJson(a), "drafter attention, " + name + ", fwd"});
-      items.push_back({&attention::BackwardFamily(), attention::ToJson(a), "drafter attention, " + name + ", bwd"});
+      for (const bool packed : {false, true}) {
+        if (!(packed ? shapes.packed_rows : shapes.padded_rows)) continue;
+        a.doc_bound = packed;  // packed rows: the blocks' context bounded by their document's start
+        const std::string what = "drafter attention, " + name + (packed ? ", packed" : "");
+        items.push_back({&attention::ForwardFamily(), attention::ToJson(a), what + ", fwd"});
+        items.push_back({&attention::BackwardFamily(), attention::ToJson(a), what + ", bwd"});
+      }
     }
   }
   return items;

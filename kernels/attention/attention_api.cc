@@ -47,8 +47,10 @@ Result<dflash_attn::AttnParams> MakeParams(const AttentionArgs& a, Direction dir
   if (p.mask == dflash_attn::kMaskDocCausal && (a.cu_seqlens == 0 || a.cu_seqlens % 4))
     return Invalid("doc_causal needs a 4-byte aligned int32 cu_seqlens");
   if (p.is_dflash() && (a.anchors == 0 || a.anchors % 4)) return Invalid("DFlash masks need a 4-byte aligned int32 anchors");
-  if (a.doc_start != 0 && (!p.is_dflash() || a.doc_start % 4))
-    return Invalid("doc_start is for the DFlash masks only, as a 4-byte aligned int32 [batch, num_blocks]");
+  if (a.doc_start != 0 && !p.doc_bound)
+    return Invalid("doc_start (packed rows) needs a problem with doc_bound (a DFlash mask's packed-rows variant)");
+  if (p.doc_bound && (a.doc_start == 0 || a.doc_start % 4))
+    return Invalid("a doc_bound problem needs doc_start: a 4-byte aligned int32 [batch, num_blocks]");
   dflash_attn::AttnParams k{};
   k.q = reinterpret_cast<const void*>(a.q.ptr);
   k.k = reinterpret_cast<const void*>(a.k.ptr);

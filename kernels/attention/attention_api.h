@@ -41,8 +41,8 @@ struct AttentionArgs {
   CUdeviceptr cu_seqlens = 0;    // doc_causal: int32 [num_docs + 1], shared by all batches
   CUdeviceptr anchors = 0;       // DFlash: int32 [batch, num_blocks], sorted ascending among valid blocks
   CUdeviceptr block_valid = 0;   // DFlash: uint8 [batch, num_blocks]; 0 = every block valid
-  CUdeviceptr doc_start = 0;     // DFlash: int32 [batch, num_blocks], block j's context kv >= doc_start[j] (packed
-                                 // rows); 0 = no bound. A run-time input: every variant of the problem serves it
+  CUdeviceptr doc_start = 0;     // DFlash with problem.doc_bound (and only then): int32 [batch, num_blocks],
+                                 // block j's context kv >= doc_start[j] (packed rows)
   float scale = 0.0f;            // 0 = 1 / sqrt(head_dim)
 };
 

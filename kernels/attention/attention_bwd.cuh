@@ -79,7 +79,6 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
   static_assert(BN == 16 * NW, "each warp owns 16 kv rows");
   static_assert(BM % 16 == 0 && BM >= 16 && BM <= 128, "query tile: multiple of 16, at most 128");
   static_assert(STAGES == 1 || STAGES == 2, "1 or 2 query-tile buffers");
-  static_assert(MASK >= 0 && MASK < kNumMaskKinds, "mask kind");
 
   extern __shared__ __align__(1024) unsigned char smem[];
   bf16* sK = reinterpret_cast<bf16*>(smem);
@@ -96,7 +95,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
   const int b = ScheduledBatch(), hk = ScheduledHead();
   const int k0 = ScheduledTile<false>() * BN;
   MaskParams m = p.mask;
-  m.kind = MASK;
+  SpecialiseMask<MASK>(m);
   const int Sq = m.seq_q, Skv = m.seq_kv;
   const float scale_log2 = p.scale * kLog2e;
 
@@ -263,7 +262,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdDq(const AttnParams p) {
   const int b = ScheduledBatch(), h = ScheduledHead();
   const int q0 = ScheduledTile<true>() * BM;
   MaskParams m = p.mask;
-  m.kind = MASK;
+  SpecialiseMask<MASK>(m);
   const int Sq = m.seq_q, Skv = m.seq_kv;
   const int hk = h / (p.heads_q / p.heads_kv);
   const float scale_log2 = p.scale * kLog2e;

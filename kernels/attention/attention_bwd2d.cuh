@@ -35,7 +35,6 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
   static_assert(DN % 2 == 0 && DQN % 2 == 0 && NW % QQ == 0, "head-dim split in pairs of n-tiles");
   static_assert(BM == 32 || BM == 64 || BM == 128, "query tile rows: a power of two (swizzled [kv][query] tiles)");
   static_assert(STAGES == 1 || STAGES == 2, "1 or 2 query-tile buffers");
-  static_assert(MASK >= 0 && MASK < kNumMaskKinds, "mask kind");
 
   extern __shared__ __align__(1024) unsigned char smem[];  // WarpGemmABt's XOR addressing: tiles 256-byte aligned
   bf16* sK = reinterpret_cast<bf16*>(smem);
@@ -55,7 +54,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
   const int b = ScheduledBatch(), hk = ScheduledHead();
   const int k0 = ScheduledTile<false>() * BN;
   MaskParams m = p.mask;
-  m.kind = MASK;
+  SpecialiseMask<MASK>(m);
   const int Sq = m.seq_q, Skv = m.seq_kv;
   const float scale_log2 = p.scale * kLog2e;
 

@@ -94,7 +94,7 @@ std::vector<KernelLaunch> ForwardLaunches(const tuner::Config& c, const ProblemS
   const int bm = Get(c, "block_m"), bn = Get(c, "block_n"), w = Get(c, "warps"), st = Get(c, "stages");
   const int d = static_cast<int>(p.head_dim);
   KernelLaunch k;
-  k.name_expression = Expr("AttnFwd", {d, bm, bn, w, st, p.mask});
+  k.name_expression = Expr("AttnFwd", {d, bm, bn, w, st, p.compiled_mask()});
   k.grid_x = static_cast<unsigned>(p.heads_q);  // (heads, tiles, batch): attention_schedule.cuh
   k.grid_y = CeilDiv(p.seq_q, bm);
   k.grid_z = static_cast<unsigned>(p.batch);
@@ -116,10 +116,10 @@ std::vector<KernelLaunch> BackwardLaunches(const tuner::Config& c, const Problem
   out.push_back(pre);
   KernelLaunch kv;
   if (WarpLayout(c) == 2) {
-    kv.name_expression = Expr("AttnBwdKv2d", {d, bm, bn, bn / 16, st, p.mask});
+    kv.name_expression = Expr("AttnBwdKv2d", {d, bm, bn, bn / 16, st, p.compiled_mask()});
     kv.shared_bytes = static_cast<unsigned>(dflash_attn::Bwd2dSmemBytes(d, bm, bn, st));
   } else {
-    kv.name_expression = Expr("AttnBwdKv", {d, bm, bn, bn / 16, st, p.mask});
+    kv.name_expression = Expr("AttnBwdKv", {d, bm, bn, bn / 16, st, p.compiled_mask()});
     kv.name_expression.pop_back();
     kv.name_expression += dq == 0 ? ",true>" : ",false>";
     kv.shared_bytes = static_cast<unsigned>(dflash_attn::BwdSmemBytes(d, bm, bn, st));
@@ -135,7 +135,7 @@ std::vector<KernelLaunch> BackwardLaunches(const tuner::Config& c, const Problem
     out.push_back(cv);
   } else {
     KernelLaunch q;
-    q.name_expression = Expr("AttnBwdDq", {d, bm, kDqTileN, bm / 16, st, p.mask});
+    q.name_expression = Expr("AttnBwdDq", {d, bm, kDqTileN, bm / 16, st, p.compiled_mask()});
     q.grid_x = static_cast<unsigned>(p.heads_q);  // (heads, tiles, batch): attention_schedule.cuh
     q.grid_y = CeilDiv(p.seq_q, bm);
     q.grid_z = static_cast<unsigned>(p.batch);

@@ -23,7 +23,6 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnFwd(const AttnParams p) {
   static_assert(BM % (16 * NW) == 0 && MI >= 1 && MI <= 4, "each warp owns 1..4 m-tiles of 16 rows");
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 128, "kv tile: multiple of 16, at most 128");
   static_assert(STAGES == 1 || STAGES == 2, "1 or 2 kv buffers");
-  static_assert(MASK >= 0 && MASK < kNumMaskKinds, "mask kind");
 
   extern __shared__ __align__(1024) unsigned char smem[];  // WarpGemmABt's XOR addressing: tiles 256-byte aligned
   bf16* sQ = reinterpret_cast<bf16*>(smem);
@@ -36,7 +35,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnFwd(const AttnParams p) {
   const int b = ScheduledBatch(), h = ScheduledHead();
   const int q0 = ScheduledTile<true>() * BM;
   MaskParams m = p.mask;
-  m.kind = MASK;
+  SpecialiseMask<MASK>(m);
   const int Sq = m.seq_q, Skv = m.seq_kv;
   const int hk = h / (p.heads_q / p.heads_kv);
   const float scale_log2 = p.scale * kLog2e;

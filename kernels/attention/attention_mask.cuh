@@ -51,10 +51,14 @@ DFLASH_HD int DflashAnchor(const MaskParams& m, int b, int j) {
   return MinI(MaxI(a, 0), m.ctx_len);
 }
 
-// The document lower bound of block j's context (packed rows): kv >= DflashDocStart. 0 (no bound: context kv are
-// >= 0 anyway) when there is no doc_start array. Not clamped: a start past the anchor leaves no context.
-DFLASH_HD int DflashDocStart(const MaskParams& m, int b, int j) {
-  return m.doc_start == nullptr ? 0 : m.doc_start[(long long)b * m.num_blocks + j];
+// Specialises a kernel's copy of the mask to its MASK template argument (attention_params.cuh, kMaskDocBound): the
+// kind becomes a constant, and without the document-bound flag doc_start becomes a constant null, so every
+// `doc_start != nullptr` branch below folds away.
+template <int MASK>
+DFLASH_HD void SpecialiseMask(MaskParams& m) {
+  static_assert(IsCompiledMask(MASK), "mask template argument");
+  m.kind = MASK & ~kMaskDocBound;
+  if constexpr ((MASK & kMaskDocBound) == 0) m.doc_start = nullptr;
 }
 
 DFLASH_HD RowSpan RowVisibleSpan(const MaskParams& m, int b, int q) {
@@ -88,7 +92,8 @@ DFLASH_HD RowSpan RowVisibleSpan(const MaskParams& m, int b, int q) {
         s.lo0 = MinI(MaxI(a + o - (m.window - 1), 0), a);
         s.hi1 = MinI(base + o + 1, m.seq_kv);
       }
-      s.lo0 = MaxI(s.lo0, DflashDocStart(m, b, j));  // may pass hi0 = a: then no context
+      // Packed rows: the block's document start (not clamped: it may pass hi0 = a, then no context).
+      if (m.doc_start != nullptr) s.lo0 = MaxI(s.lo0, m.doc_start[(long long)b * m.num_blocks + j]);
       break;
     }
     default:
@@ -140,7 +145,8 @@ DFLASH_HD int ClassifyTile(const MaskParams& m, int b, int q0, int q1, int k0, i
       bool any = false, all = true;
       const int cs = k0, ce = MinI(k1c, m.ctx_len);          // context part of the tile
       const int bs_ = MaxI(k0, m.ctx_len), be = k1c;          // block part of the tile
-      // This batch row's document starts, or null (hoisted: per block, DflashDocStart's test made NVRTC spill).
+      // This batch row's document starts, or null (hoisted out of the block loop: a per-block null test made NVRTC
+      // spill).
       const int* docs = m.doc_start == nullptr ? nullptr : m.doc_start + (long long)b * m.num_blocks;
       for (int j = q0 / bs; j <= (q1 - 1) / bs; ++j) {
         if (j >= m.num_blocks || !DflashValid(m, b, j)) {
@@ -153,9 +159,12 @@ DFLASH_HD int ClassifyTile(const MaskParams& m, int b, int q0, int q1, int k0, i
         int base = m.ctx_len + j * bs;
         // Context lower bounds of the tile's first and last row of block j (non-decreasing in the row; the
         // document start bounds every row of the block alike).
-        const int ds = docs == nullptr ? 0 : docs[j];
-        int clo_min = MaxI(sliding ? MinI(MaxI(a + o_min - (m.window - 1), 0), a) : 0, ds);
-        int clo_max = MaxI(sliding ? MinI(MaxI(a + o_max - (m.window - 1), 0), a) : 0, ds);
+        int clo_min = sliding ? MinI(MaxI(a + o_min - (m.window - 1), 0), a) : 0;
+        int clo_max = sliding ? MinI(MaxI(a + o_max - (m.window - 1), 0), a) : 0;
+        if (docs != nullptr) {
+          clo_min = MaxI(clo_min, docs[j]);
+          clo_max = MaxI(clo_max, docs[j]);
+        }
         int bhi_min = sliding ? o_min + 1 : bs;
         int bhi_max = sliding ? o_max + 1 : bs;
         if (cs < ce && MaxI(cs, clo_min) < MinI(ce, a)) any = true;

@@ -30,10 +30,21 @@ enum MaskKind : int {
   kMaskDflashFull = 3,     // block j = q / block_size: kv < anchor_j, plus all kv of its own block (bidirectional)
   kMaskDflashSliding = 4,  // as full, context kv >= anchor_j + (q mod bs) - (window - 1), own block causal
 };
-// Both DFlash kinds take an optional per-block document start (packed rows, MaskParams::doc_start): the context
-// part of block j is further restricted to kv >= doc_start_j. It is a run-time input, not part of the kernel key:
-// every compiled variant serves it.
 constexpr int kNumMaskKinds = 5;
+
+// Both DFlash kinds take an optional per-block document start (packed rows, MaskParams::doc_start): the context
+// part of block j is further restricted to kv >= doc_start_j. The bound is compiled in only where the problem asks
+// for it ("doc_bound": true, a key of its own): the kernels' MASK template argument is the kind, plus kMaskDocBound
+// for a DFlash kind with the bound. Without the flag the kernels drop doc_start at compile time, so unpacked rows
+// run exactly the code (and registers) they had before packed rows existed.
+constexpr int kMaskDocBound = 8;
+
+// True for a valid MASK template argument (see kMaskDocBound).
+DFLASH_HD constexpr bool IsCompiledMask(int mask) {
+  const int kind = mask & ~kMaskDocBound;
+  return kind >= 0 && kind < kNumMaskKinds &&
+         ((mask & kMaskDocBound) == 0 || kind == kMaskDflashFull || kind == kMaskDflashSliding);
+}
 
 // Everything the mask needs. For the DFlash kinds the KV sequence is [ctx_len context rows | num_blocks*block_size
 // block rows] and seq_q == num_blocks * block_size; anchors are sorted ascending among the valid blocks.

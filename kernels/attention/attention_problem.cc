@@ -27,6 +27,8 @@ bool ProblemSpec::is_dflash() const {
   return mask == dflash_attn::kMaskDflashFull || mask == dflash_attn::kMaskDflashSliding;
 }
 
+int ProblemSpec::compiled_mask() const { return mask | (doc_bound ? dflash_attn::kMaskDocBound : 0); }
+
 std::string_view MaskName(int mask) {
   return mask >= 0 && mask < dflash_attn::kNumMaskKinds ? kMaskNames[mask] : "?";
 }
@@ -48,6 +50,7 @@ Status Validate(const ProblemSpec& s, Direction direction) {
     return {ErrorCode::kUnsupported, "attention problem: the backward supports head_dim 64 and 128 (256 is forward only)"};
   if (s.seq_q < 1 || s.seq_kv < 1 || s.seq_q > kMaxSeq || s.seq_kv > kMaxSeq)
     return bad("seq_q and seq_kv must be in 1..2^20");
+  if (s.doc_bound && !s.is_dflash()) return bad("doc_bound is for the DFlash masks only");
   switch (s.mask) {
     case dflash_attn::kMaskNone:
     case dflash_attn::kMaskCausal:
@@ -72,7 +75,8 @@ Status Validate(const ProblemSpec& s, Direction direction) {
 Result<ProblemSpec> ParseProblem(const tuner::Problem& p, Direction direction) {
   if (!p.is_object()) return InvalidArgument("attention problem must be a JSON object, got " + p.dump());
   static const std::set<std::string> kKnown = {"mask", "batch", "heads_q", "heads_kv", "head_dim", "seq_q", "seq_kv",
-                                               "num_docs", "block_size", "ctx_len", "window", "dtype"};
+                                               "num_docs", "block_size", "ctx_len", "window", "doc_bound",
+                                               "dtype"};
   for (const auto& [k, v] : p.items())
     if (!kKnown.count(k)) return InvalidArgument("attention problem: unknown field '" + k + "'");
   if (p.contains("dtype") && p.at("dtype") != "bf16") return InvalidArgument("attention problem: dtype must be bf16");
@@ -90,6 +94,10 @@ Result<ProblemSpec> ParseProblem(const tuner::Problem& p, Direction direction) {
   DFLASH_ASSIGN_OR_RETURN(s.block_size, GetInt(p, "block_size", 16, false));
   DFLASH_ASSIGN_OR_RETURN(s.ctx_len, GetInt(p, "ctx_len", 0, s.is_dflash()));
   DFLASH_ASSIGN_OR_RETURN(s.window, GetInt(p, "window", 2048, false));
+  if (auto d = p.find("doc_bound"); d != p.end()) {
+    if (!d->is_boolean()) return InvalidArgument("attention problem: field 'doc_bound' must be true or false");
+    s.doc_bound = d->get<bool>();
+  }
   DFLASH_RETURN_IF_ERROR(Validate(s, direction));
   return s;
 }
@@ -104,6 +112,7 @@ tuner::Problem ToJson(const ProblemSpec& s) {
     j["ctx_len"] = s.ctx_len;
   }
   if (s.mask == dflash_attn::kMaskDflashSliding) j["window"] = s.window;
+  if (s.doc_bound) j["doc_bound"] = true;  // absent when false: unpacked keys are the same as before the field
   return j;
 }
 

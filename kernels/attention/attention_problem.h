@@ -3,10 +3,11 @@
 // Problem JSON: {"mask": "none" | "causal" | "doc_causal" | "dflash_full" | "dflash_sliding",
 //   "batch", "heads_q", "heads_kv", "head_dim" (64 | 128 | 256), "seq_q", "seq_kv",
 //   "num_docs" (doc_causal), "block_size" (DFlash, default 16), "ctx_len" (DFlash), "window" (dflash_sliding,
-//   default 2048), "dtype": "bf16"}.
+//   default 2048), "doc_bound" (DFlash, default false: packed rows, each block's context also bounded below by its
+//   document's start, given per call as AttentionArgs::doc_start), "dtype": "bf16"}.
 // DFlash problems have seq_q = num_blocks * block_size and seq_kv = ctx_len + seq_q; doc_causal has seq_q == seq_kv.
 // Bucket: seq lengths (for DFlash: the block count and ctx_len) and num_docs rounded up to a power of two (at
-// least 128 rows / 8 blocks / 1 doc); batch, heads, head_dim, mask, block_size, window exact. Every kernel is correct
+// least 128 rows / 8 blocks / 1 doc); batch, heads, head_dim, mask, block_size, window, doc_bound exact. Every kernel is correct
 // for any size, so a variant valid for the bucket is valid for every problem in it (the only size limit, the
 // tile-class table, is checked against the bucket's larger sizes).
 // Who may call it: the families, the API, tests. Thread-safety: pure functions.
@@ -31,8 +32,10 @@ struct ProblemSpec {
   std::int64_t block_size = 16;   // DFlash
   std::int64_t ctx_len = 0;       // DFlash
   std::int64_t window = 2048;     // dflash_sliding
+  bool doc_bound = false;         // DFlash: per-block document starts (packed rows), a kernel variant of its own
   std::int64_t num_blocks() const { return block_size > 0 ? seq_q / block_size : 0; }
   bool is_dflash() const;
+  int compiled_mask() const;  // the kernels' MASK template argument: mask, plus kMaskDocBound with doc_bound
 };
 
 constexpr std::int64_t kMaxSeq = std::int64_t{1} << 20;

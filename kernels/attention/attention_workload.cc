@@ -41,12 +41,10 @@ tuner::Config DefaultForwardConfig() { return {{"block_m", 64}, {"block_n", 64},
 
 class AttentionWorkload final : public tuner::Workload {
  public:
-  AttentionWorkload(const ProblemSpec& spec, Direction dir, bool doc_start) : dir_(dir), doc_start_(doc_start) {
-    in_.spec = spec;
-  }
+  AttentionWorkload(const ProblemSpec& spec, Direction dir) : dir_(dir) { in_.spec = spec; }
 
   Status Init(std::uint64_t seed) {
-    in_ = RandomInputs(in_.spec, seed, doc_start_);
+    in_ = RandomInputs(in_.spec, seed);
     const ProblemSpec& s = in_.spec;
     const std::size_t qn = in_.q.size(), kn = in_.k.size();
     rows_ = static_cast<std::size_t>(s.batch * s.heads_q * s.seq_q);
@@ -297,7 +295,6 @@ class AttentionWorkload final : public tuner::Workload {
   }
 
   Direction dir_;
-  bool doc_start_;
   HostInputs in_;
   bool ref_ready_ = false;
   std::vector<RefRow> ref_rows_;
@@ -315,9 +312,8 @@ std::string BackwardHelperForwardExpression(const ProblemSpec& p) {
 }
 
 Result<std::unique_ptr<tuner::Workload>> MakeAttentionWorkload(const ProblemSpec& spec, Direction direction,
-                                                               std::uint64_t seed, bool doc_start) {
-  if (doc_start && !spec.is_dflash()) return InvalidArgument("attention workload: doc_start needs a DFlash mask");
-  auto w = std::make_unique<AttentionWorkload>(spec, direction, doc_start);
+                                                               std::uint64_t seed) {
+  auto w = std::make_unique<AttentionWorkload>(spec, direction);
   DFLASH_RETURN_IF_ERROR(w->Init(seed));
   return std::unique_ptr<tuner::Workload>(std::move(w));
 }

@@ -21,9 +21,9 @@ namespace dflash::attention {
 // The forward kernel every backward variant also instantiates (to produce O and LSE for its workload).
 std::string BackwardHelperForwardExpression(const ProblemSpec& problem);
 
-// `doc_start` (DFlash problems only; the tuner never sets it): the inputs also carry random per-block document
-// starts of packed rows (reference.h RandomInputs), passed to the kernels and to the reference.
+// Problems with doc_bound get random per-block document starts of packed rows in their inputs (reference.h
+// RandomInputs), passed to the kernels and to the reference.
 Result<std::unique_ptr<tuner::Workload>> MakeAttentionWorkload(const ProblemSpec& spec, Direction direction,
-                                                               std::uint64_t seed, bool doc_start = false);
+                                                               std::uint64_t seed);
 
 }  // namespace dflash::attention

@@ -71,7 +71,7 @@ dflash_attn::MaskParams HostInputs::Mask() const {
   return m;
 }
 
-HostInputs RandomInputs(const ProblemSpec& spec, std::uint64_t seed, bool doc_start) {
+HostInputs RandomInputs(const ProblemSpec& spec, std::uint64_t seed) {
   HostInputs in;
   in.spec = spec;
   in.scale = 1.0f / std::sqrt(static_cast<float>(spec.head_dim));
@@ -109,7 +109,7 @@ HostInputs RandomInputs(const ProblemSpec& spec, std::uint64_t seed, bool doc_st
         in.anchors.push_back(j < n - invalid ? a[static_cast<std::size_t>(j)] : 0);
         in.valid.push_back(j < n - invalid ? 1 : 0);
       }
-      if (doc_start) AddDocStarts(spec, rng, in.anchors.end() - n, in.doc_start);
+      if (spec.doc_bound) AddDocStarts(spec, rng, in.anchors.end() - n, in.doc_start);
     }
   }
   return in;

@@ -39,11 +39,11 @@ struct HostInputs {
 };
 
 // Fresh random inputs (normal q, k, v, dout; sorted random anchors with the last block invalid when there are at
-// least 4; random document boundaries) for `spec`. With `doc_start` (DFlash only), also per-block document starts
-// of packed rows: the start of the random document (cut points, half of them multiples of 64 so that whole tiles
+// least 4; random document boundaries) for `spec`. With spec.doc_bound, also per-block document starts of packed
+// rows: the start of the random document (cut points, half of them multiples of 64 so that whole tiles
 // fall on either side) that holds each anchor, and for about one block in five an arbitrary value in
 // [0, ctx_len + 16] (also past the anchor: no context at all).
-HostInputs RandomInputs(const ProblemSpec& spec, std::uint64_t seed, bool doc_start = false);
+HostInputs RandomInputs(const ProblemSpec& spec, std::uint64_t seed);
 
 // Attended (q, kv) pairs summed over batches (one head): the FLOP count's unit.
 double VisiblePairs(const HostInputs& in);

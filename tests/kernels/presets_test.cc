@@ -33,8 +33,16 @@ TEST(Presets, DefaultPresetCoversTheDflash27bSetupForEveryFamily) {
   EXPECT_EQ(by["conv1d"][0]["tokens"], 4096);
   EXPECT_EQ(by["gdn"][0]["heads"], 16);
   EXPECT_EQ(by["gdn"][0]["value_heads"], 48);
-  // Drafter: 512 anchors x 16 rows against 4096 context rows + the block rows; full and sliding, fwd and bwd.
-  ASSERT_EQ(by["attention_bwd"].size(), 2u);
+  // Packed rows too: conv1d and gated delta rule over 8 sequences.
+  EXPECT_EQ(by["conv1d"].size(), 2u);
+  ASSERT_EQ(by["gdn"].size(), 2u);
+  EXPECT_EQ(by["gdn"][1]["num_seqs"], 8);
+  // Drafter: 512 anchors x 16 rows against 4096 context rows + the block rows; full and sliding, fwd and bwd,
+  // padded rows and packed rows (doc_bound).
+  ASSERT_EQ(by["attention_bwd"].size(), 4u);
+  int packed = 0;
+  for (const auto& p : by["attention_bwd"]) packed += p.value("doc_bound", false);
+  EXPECT_EQ(packed, 2);
   for (const auto& p : by["attention_bwd"]) {
     EXPECT_EQ(p["seq_q"], 8192);
     EXPECT_EQ(p["seq_kv"], 4096 + 8192);
@@ -69,11 +77,36 @@ TEST(Presets, ConfigFileDerivesProblemsFromHuggingFaceConfigs) {
   ASSERT_TRUE(items.ok()) << items.status().ToString();
   auto by = ByFamily(*items);
   EXPECT_EQ(by["conv1d"][0]["channels"], 2 * 4 * 128 + 8 * 128);
-  EXPECT_EQ(by["conv1d"][0]["tokens"], 4096);
-  EXPECT_EQ(by["conv1d"][0]["num_seqs"], 2);
-  ASSERT_EQ(by["attention_bwd"].size(), 1u) << "no sliding_window: only the full layer";
+  // dflash-train launches one row at a time: batch_size 2 changes no key.
+  EXPECT_EQ(by["conv1d"][0]["tokens"], 2048);
+  EXPECT_EQ(by["conv1d"][0]["num_seqs"], 1);
+  EXPECT_EQ(by["conv1d"][1]["num_seqs"], 8) << "packed rows";
+  ASSERT_EQ(by["attention_bwd"].size(), 2u) << "no sliding_window: only the full layer, padded and packed";
   EXPECT_EQ(by["attention_bwd"][0]["seq_q"], 64 * 16);
-  EXPECT_EQ(by["attention_bwd"][0]["batch"], 2);
+  EXPECT_EQ(by["attention_bwd"][0]["batch"], 1);
+  // "rows" picks the layouts to warm.
+  Write(dir.path() / "pad.json", {{"target_config", "target.json"}, {"drafter_config", "drafter.json"},
+                                  {"max_length", 2048}, {"rows", "pad"}});
+  auto pad = ProblemsFor(*ShapesFromConfigFile(dir.path() / "pad.json"), nullptr);
+  ASSERT_TRUE(pad.ok());
+  for (const auto& it : *pad) {
+    EXPECT_FALSE(it.problem.contains("doc_bound")) << it.what;
+    EXPECT_LE(it.problem.value("num_seqs", 1), 1) << it.what;
+    EXPECT_NE(it.problem.value("mask", ""), "doc_causal") << it.what;
+  }
+  Write(dir.path() / "pack.json", {{"target_config", "target.json"}, {"drafter_config", "drafter.json"},
+                                   {"max_length", 2048}, {"rows", "pack"}});
+  auto pack = ProblemsFor(*ShapesFromConfigFile(dir.path() / "pack.json"), nullptr);
+  ASSERT_TRUE(pack.ok());
+  EXPECT_EQ(pack->size() + pad->size(), items->size());
+  for (const auto& it : *pack) {
+    const bool packed = it.problem.value("doc_bound", false) || it.problem.value("num_seqs", 1) == 8 ||
+                        it.problem.value("mask", "") == "doc_causal";
+    EXPECT_TRUE(packed) << it.what;
+  }
+  Write(dir.path() / "bad.json", {{"target_config", "target.json"}, {"rows", "both please"}});
+  auto bad = ShapesFromConfigFile(dir.path() / "bad.json");
+  EXPECT_NE(bad.status().message().find("\"rows\" must be"), std::string::npos) << bad.status().ToString();
 }
 
 TEST(Presets, DenseQwen3TargetHasNoGatedDeltaNetProblems) {

@@ -41,8 +41,10 @@ constexpr std::int64_t kTokens = 300, kTargetDim = 64, kChannels = 512, kGdnHead
 torch::Tensor CuSeqlens() { return torch::tensor({0, 100, 170, 300}, torch::kInt); }
 
 std::vector<OpShape> TestShapes() {
-  return {OpShape::DraftAttention(kContext, kBlocks, kBlock, 0, kHq, kHkv, kDraftDim),
-          OpShape::DraftAttention(kContext, kBlocks, kBlock, kWindow, kHq, kHkv, kDraftDim),
+  return {OpShape::DraftAttention(kContext, kBlocks, kBlock, 0, kHq, kHkv, kDraftDim, false),
+          OpShape::DraftAttention(kContext, kBlocks, kBlock, kWindow, kHq, kHkv, kDraftDim, false),
+          OpShape::DraftAttention(kContext, kBlocks, kBlock, 0, kHq, kHkv, kDraftDim, true),
+          OpShape::DraftAttention(kContext, kBlocks, kBlock, kWindow, kHq, kHkv, kDraftDim, true),
           OpShape::CausalAttention(kTokens, 1, kHq, kHkv, kTargetDim),
           OpShape::CausalAttention(kTokens, 3, kHq, kHkv, kTargetDim),
           OpShape::Conv1d(kTokens, kChannels, 3),

@@ -1,6 +1,7 @@
 // The kernel problems CachedKernelOps looks up are the ones `dflash-tune warmup` tunes: for each preset, the buckets
-// of the requests derived from the training shapes (rows shorter than max_length, fewer anchors, packed rows of a
-// few documents included) are exactly the buckets of kernels::ProblemsFor(preset) — checked in both directions.
+// of the requests derived from the training shapes (rows shorter than max_length, fewer anchors, padded rows and
+// packed rows of a few documents) are exactly the buckets of kernels::ProblemsFor(preset) — checked in both
+// directions.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -36,14 +37,22 @@ struct TrainingSetup {
   std::int64_t target_heads, target_kv, target_dim, gdn_heads, gdn_value_heads;
 };
 
-// The shapes a training run with one row of `tokens` tokens (`docs` documents) and `anchors` blocks uses.
+// The shapes training runs with rows of `tokens` tokens and `anchors` blocks use: padded rows (one document) and
+// packed rows (`docs` documents).
 std::vector<OpShape> RunShapes(const TrainingSetup& s, std::int64_t tokens, std::int64_t anchors, std::int64_t docs) {
-  return {OpShape::DraftAttention(tokens, anchors, 16, 0, s.draft_heads, s.draft_kv, s.draft_dim),
-          OpShape::DraftAttention(tokens, anchors, 16, s.window, s.draft_heads, s.draft_kv, s.draft_dim),
-          OpShape::CausalAttention(tokens, 1, s.target_heads, s.target_kv, s.target_dim),
-          OpShape::CausalAttention(tokens, docs, s.target_heads, s.target_kv, s.target_dim),
-          OpShape::Conv1d(tokens, 2 * s.gdn_heads * 128 + s.gdn_value_heads * 128, 1),
-          OpShape::GatedDeltaRule(tokens, static_cast<int>(s.gdn_heads), static_cast<int>(s.gdn_value_heads), 1)};
+  std::vector<OpShape> shapes;
+  const std::int64_t channels = 2 * s.gdn_heads * 128 + s.gdn_value_heads * 128;
+  for (const std::int64_t d : {std::int64_t{1}, docs}) {
+    const bool packed = d > 1;
+    shapes.push_back(OpShape::DraftAttention(tokens, anchors, 16, 0, s.draft_heads, s.draft_kv, s.draft_dim, packed));
+    shapes.push_back(
+        OpShape::DraftAttention(tokens, anchors, 16, s.window, s.draft_heads, s.draft_kv, s.draft_dim, packed));
+    shapes.push_back(OpShape::CausalAttention(tokens, d, s.target_heads, s.target_kv, s.target_dim));
+    shapes.push_back(OpShape::Conv1d(tokens, channels, d));
+    shapes.push_back(
+        OpShape::GatedDeltaRule(tokens, static_cast<int>(s.gdn_heads), static_cast<int>(s.gdn_value_heads), d));
+  }
+  return shapes;
 }
 
 std::set<Key> RequestKeys(const std::vector<OpShape>& shapes) {
@@ -73,7 +82,7 @@ TEST(KernelRequests, Dflash27bPresetWarmsEveryKeyTheOpsUse) {
 }
 
 TEST(KernelRequests, DraftAttentionNeedsForwardAndBackwardOfTheSameProblem) {
-  const auto requests = KernelRequestsFor(OpShape::DraftAttention(100, 4, 16, 32, 4, 2, 128));
+  const auto requests = KernelRequestsFor(OpShape::DraftAttention(100, 4, 16, 32, 4, 2, 128, false));
   ASSERT_EQ(requests.size(), 2u);
   EXPECT_EQ(requests[0].family->name(), "attention_fwd");
   EXPECT_EQ(requests[1].family->name(), "attention_bwd");
@@ -82,15 +91,29 @@ TEST(KernelRequests, DraftAttentionNeedsForwardAndBackwardOfTheSameProblem) {
   EXPECT_EQ(requests[0].problem["window"], 32);
   EXPECT_EQ(requests[0].problem["seq_q"], 64);
   EXPECT_EQ(requests[0].problem["seq_kv"], 164);
-  EXPECT_FALSE(KernelRequestsFor(OpShape::DraftAttention(100, 4, 16, 0, 4, 2, 128))[0].problem.contains("window"));
+  EXPECT_FALSE(KernelRequestsFor(OpShape::DraftAttention(100, 4, 16, 0, 4, 2, 128, false))[0].problem.contains("window"));
 }
 
-TEST(KernelRequests, PackedCausalAttentionPadsTheDocumentCountToThePresetBucket) {
+TEST(KernelRequests, PackedRowsUseTheDocBoundVariantOfTheDraftAttention) {
+  const auto padded = KernelRequestsFor(OpShape::DraftAttention(100, 4, 16, 0, 4, 2, 128, false));
+  const auto packed = KernelRequestsFor(OpShape::DraftAttention(100, 4, 16, 0, 4, 2, 128, true));
+  ASSERT_EQ(packed.size(), 2u);
+  EXPECT_EQ(packed[0].problem["doc_bound"], true);
+  EXPECT_EQ(packed[1].problem["doc_bound"], true);
+  EXPECT_FALSE(padded[0].problem.contains("doc_bound"));
+  EXPECT_NE(BucketKey(*packed[1].family, packed[1].problem), BucketKey(*padded[1].family, padded[1].problem));
+}
+
+TEST(KernelRequests, PackedRowsOfAnyDocumentCountShareThePresetKey) {
   EXPECT_EQ(KernelRequestsFor(OpShape::CausalAttention(512, 1, 4, 2, 64))[0].problem["mask"], "causal");
   const auto packed = KernelRequestsFor(OpShape::CausalAttention(512, 3, 4, 2, 64))[0].problem;
   EXPECT_EQ(packed["mask"], "doc_causal");
   EXPECT_EQ(packed["num_docs"], kMinPackedDocs);
-  EXPECT_EQ(KernelRequestsFor(OpShape::CausalAttention(512, 11, 4, 2, 64))[0].problem["num_docs"], 11);
+  // Any number of documents uses the same key (every variant serves any count): no missing key mid-run.
+  EXPECT_EQ(KernelRequestsFor(OpShape::CausalAttention(512, 11, 4, 2, 64))[0].problem["num_docs"], kMinPackedDocs);
+  EXPECT_EQ(KernelRequestsFor(OpShape::Conv1d(512, 256, 40))[0].problem["num_seqs"], kMinPackedDocs);
+  EXPECT_EQ(KernelRequestsFor(OpShape::GatedDeltaRule(512, 1, 2, 3))[0].problem["num_seqs"], kMinPackedDocs);
+  EXPECT_EQ(KernelRequestsFor(OpShape::GatedDeltaRule(512, 1, 2, 1))[0].problem["num_seqs"], 1);
 }
 
 }  // namespace

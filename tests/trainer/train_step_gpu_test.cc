@@ -7,7 +7,8 @@
 //   cached: GPU, bf16, the cached tuned kernels (target attention, conv1d, gated delta rule, drafter attention
 //           forward and backward), rows at fixed shapes as dflash-train runs them.
 // The cached run must match the reference in loss and in every parameter's gradient no worse than twice the bf16
-// baseline's error (the FlashAttention test convention: the kernels add no error beyond bf16's own).
+// baseline's error (the FlashAttention test convention: the kernels add no error beyond bf16's own). Once with a
+// padded row, once with a packed row of several documents (--rows pack).
 // Second test: the full-size step (issue 6): the 27B DFlash drafter (tools/bench/configs) on features of a random
 // Qwen3.6-27B-shaped target drawn on the GPU, 4096 tokens, 512 anchors, cached kernels (tuned with a small budget
 // into the shared test cache): it runs, its loss and every gradient are finite and non-zero, and the allocator's
@@ -98,17 +99,20 @@ double RelativeError(const torch::Tensor& got, const torch::Tensor& want) {
   return (got - want).norm().item<double>() / std::max(want.norm().item<double>(), 1e-30);
 }
 
-TEST(TrainStepGpu, CachedKernelsMatchTheCpuReferenceInLossAndGradients) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible to LibTorch (or LibTorch is the CPU build)";
-  const fs::path preset = TestDir("preset"), work = TestDir("work");
+// The three-way comparison above on one row: padded (one document) or packed (several documents: document-causal
+// target attention, conv1d and gated delta rule restarting per document, drafter blocks bounded by their document).
+void ExpectCachedRowMatchesTheCpuReference(data::RowMode rows) {
+  const bool packed = rows == data::RowMode::kPack;
+  const fs::path preset = TestDir(packed ? "preset-pack" : "preset"), work = TestDir(packed ? "work-pack" : "work");
   fs::remove_all(work);
   TinyPresetSize size;
-  size.samples = 2;
+  size.samples = packed ? 8 : 2;
   size.eval_prompts = 1;
   torch::set_num_threads(4);
   std::ostringstream log;
   ASSERT_TRUE(PrepareTinyPreset(preset, size, log).ok()) << log.str();
-  const TrainOptions options = TinyPresetOptions(preset, work);
+  TrainOptions options = TinyPresetOptions(preset, work);
+  options.row_mode = rows;
 
   auto target_config = LoadTargetConfig(options.target_dir / "config.json");
   ASSERT_TRUE(target_config.ok()) << target_config.status().ToString();
@@ -132,12 +136,14 @@ TEST(TrainStepGpu, CachedKernelsMatchTheCpuReferenceInLossAndGradients) {
   ASSERT_TRUE(dataset.ok()) << dataset.status().ToString();
   data::BatcherOptions batcher_options;
   batcher_options.max_length = static_cast<std::size_t>(options.max_length);
+  batcher_options.mode = rows;
   auto batcher = data::Batcher::Create(std::make_shared<const data::JsonlDataset>(std::move(*dataset)),
                                        batcher_options);
   ASSERT_TRUE(batcher.ok());
   auto row = batcher->Next();
   ASSERT_TRUE(row.ok());
   ASSERT_GT(row->num_tokens, 64u);
+  if (packed) ASSERT_GT(row->num_documents(), 1u) << "the packed row holds one document: the test would test nothing";
 
   TunedOps cached;
   ASSERT_TRUE(cached.Tune(RunOpShapes(options, *target_config, *drafter_config), 4, /*seed=*/7));
@@ -168,8 +174,19 @@ TEST(TrainStepGpu, CachedKernelsMatchTheCpuReferenceInLossAndGradients) {
     EXPECT_LE(err, 2 * base + 1e-3) << name << ": cached relative error " << err << ", bf16 baseline " << base;
   }
   std::cout << "gradients: " << reference.grads.size() << " parameters, worst relative error of the cached run "
-            << worst << "\n";
+            << worst << (packed ? " (packed row of " + std::to_string(row->num_documents()) + " documents)" : "")
+            << "\n";
   fs::remove_all(work);
+}
+
+TEST(TrainStepGpu, CachedKernelsMatchTheCpuReferenceInLossAndGradients) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible to LibTorch (or LibTorch is the CPU build)";
+  ExpectCachedRowMatchesTheCpuReference(data::RowMode::kPad);
+}
+
+TEST(TrainStepGpu, CachedKernelsMatchTheCpuReferenceOnAPackedRow) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible to LibTorch (or LibTorch is the CPU build)";
+  ExpectCachedRowMatchesTheCpuReference(data::RowMode::kPack);
 }
 
 TEST(TrainStepGpu, FullSizeDrafterStepRunsOnARandom27BShapedTarget) {

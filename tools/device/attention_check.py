@@ -29,6 +29,13 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KDIR = os.path.join(ROOT, "kernels", "attention")
 MASKS = {"none": 0, "causal": 1, "doc": 2, "dflash_full": 3, "dflash_sliding": 4}
+MASK_DOC_BOUND = 8  # attention_params.cuh kMaskDocBound: the kernels' MASK argument of a packed-rows (doc_start) case
+
+
+def kernel_mask(c):
+    """The kernels' MASK template argument of case c (the doc-bound instantiation for packed rows)."""
+    return MASKS[c.mask] | (MASK_DOC_BOUND if c.doc_start is not None else 0)
+
 MAX_TILES = 1024
 NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
 
@@ -323,7 +330,7 @@ def run_fwd(drv, c, t, cfg):
     bm, bn, nw, st = cfg
     P = AttnParams()
     fill_params(c, P, t)
-    name = mangle(*fwd_kernel(D, cfg, MASKS[c.mask]))
+    name = mangle(*fwd_kernel(D, cfg, kernel_mask(c)))
     drv.launch(name, (c.Hq, math.ceil(c.Sq / bm), c.B), nw * 32, fwd_smem(D, bm, bn, st), P)  # attention_schedule.cuh
     return P
 
@@ -333,7 +340,7 @@ def run_bwd(drv, c, t, cfg):
     bm, bn, st, dqm = cfg[:4]
     P = AttnParams()
     fill_params(c, P, t)
-    ks = bwd_kernels(D, cfg, MASKS[c.mask])
+    ks = bwd_kernels(D, cfg, kernel_mask(c))
     pre_grid = (math.ceil(c.Sq / 32), c.Hq, c.B)
     drv.launch(mangle(*ks[0]), pre_grid, 128, 0, P)
     smem = bwd2d_smem(D, bm, bn, st) if ks[1][0] == "AttnBwdKv2d" else bwd_smem(D, bm, bn, st)
@@ -614,7 +621,7 @@ def main():
     cs = cases(args.quick)
     kernels = set()
     for c in cs:
-        mk = MASKS[c.mask]
+        mk = kernel_mask(c)
         for cfg in FWD_VARIANTS[c.D]:
             kernels.add(fwd_kernel(c.D, cfg, mk))
         if c.bwd:

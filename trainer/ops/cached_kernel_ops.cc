@@ -92,7 +92,9 @@ attention::TensorRef Rows(const torch::Tensor& t) {  // [rows, heads, dim] conti
 }
 
 // Forward attention of one problem: O [rows, Hq, D] bf16 and LSE fp32 [1, Hq, rows].
+// `shape` names the key; the launch runs `problem` (the same, except a packed row's real document count).
 std::pair<torch::Tensor, torch::Tensor> AttentionForward(CachedKernelOps::State& state, const OpShape& shape,
+                                                         const attention::ProblemSpec& problem,
                                                          const torch::Tensor& q, const torch::Tensor& k,
                                                          const torch::Tensor& v, CUdeviceptr anchors,
                                                          CUdeviceptr valid, CUdeviceptr doc_start,
@@ -102,7 +104,7 @@ std::pair<torch::Tensor, torch::Tensor> AttentionForward(CachedKernelOps::State&
   auto o = torch::empty_like(q);
   auto lse = torch::empty({1, q.size(1), q.size(0)}, q.options().dtype(torch::kFloat));
   attention::AttentionArgs a;
-  a.problem = shape.attention;
+  a.problem = problem;
   a.q = Rows(q), a.k = Rows(k), a.v = Rows(v), a.o = Rows(o);
   a.lse = Ptr(lse);
   a.anchors = anchors, a.block_valid = valid, a.doc_start = doc_start, a.cu_seqlens = cu_seqlens;
@@ -134,9 +136,9 @@ class DraftAttentionFunction : public torch::autograd::Function<DraftAttentionFu
                                std::int64_t block_size, std::int64_t window, double scale) {
     auto& state = *reinterpret_cast<CachedKernelOps::State*>(state_address);
     const OpShape shape = OpShape::DraftAttention(context_len, anchors.size(0), block_size, window, q.size(1),
-                                                  k.size(1), q.size(2));
-    auto [o, lse] = AttentionForward(state, shape, q, k, v, Ptr(anchors), Ptr(valid), DocStartPtr(doc_start), 0,
-                                     scale);
+                                                  k.size(1), q.size(2), doc_start.defined());
+    auto [o, lse] = AttentionForward(state, shape, shape.attention, q, k, v, Ptr(anchors), Ptr(valid),
+                                     DocStartPtr(doc_start), 0, scale);
     ctx->save_for_backward({q, k, v, o, lse, anchors, valid, doc_start});
     ctx->saved_data["state"] = state_address;
     ctx->saved_data["context_len"] = context_len;
@@ -154,7 +156,8 @@ class DraftAttentionFunction : public torch::autograd::Function<DraftAttentionFu
     auto& state = *reinterpret_cast<CachedKernelOps::State*>(ctx->saved_data["state"].toInt());
     const OpShape shape = OpShape::DraftAttention(ctx->saved_data["context_len"].toInt(), anchors.size(0),
                                                   ctx->saved_data["block_size"].toInt(),
-                                                  ctx->saved_data["window"].toInt(), q.size(1), k.size(1), q.size(2));
+                                                  ctx->saved_data["window"].toInt(), q.size(1), k.size(1), q.size(2),
+                                                  doc_start.defined());
     const KernelRequest request = KernelRequestsFor(shape).back();
     const tuner::LoadedVariant& winner = state.Winner(request);
     const auto dout = grads[0].to(torch::kBFloat16).contiguous();
@@ -281,12 +284,14 @@ torch::Tensor CachedKernelOps::CausalAttention(const torch::Tensor& q, const tor
   std::vector<std::int32_t> cu = HostCuSeqlens(cu_seqlens, tokens);
   const std::int64_t docs = static_cast<std::int64_t>(cu.size()) - 1;
   const OpShape shape = OpShape::CausalAttention(tokens, docs, q.size(1), k.size(1), q.size(2));
+  attention::ProblemSpec problem = shape.attention;
   torch::Tensor cu_device;
   if (docs > 1) {
-    cu.resize(shape.attention.num_docs + 1, static_cast<std::int32_t>(tokens));  // empty documents at the end
+    problem.num_docs = std::max(docs, kMinPackedDocs);
+    cu.resize(problem.num_docs + 1, static_cast<std::int32_t>(tokens));  // empty documents at the end
     cu_device = ToDevice(cu, q.device());
   }
-  return AttentionForward(*state_, shape, q.contiguous(), k.contiguous(), v.contiguous(), 0, 0, 0,
+  return AttentionForward(*state_, shape, problem, q.contiguous(), k.contiguous(), v.contiguous(), 0, 0, 0,
                           cu_device.defined() ? Ptr(cu_device) : 0, scale)
       .first;
 }

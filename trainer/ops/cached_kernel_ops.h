@@ -6,8 +6,8 @@
 // (the one LibTorch uses), on the tensors' own memory; workspaces are torch allocations on that stream.
 // Inputs: bf16 CUDA tensors on the ops' device (fp32 A_log / dt_bias), head_dim 64/128/256 (backward 64/128), gdn
 // key/value dims 128, conv kernel width 4; every problem is launched with batch 1 (one row).
-// Packed rows: DraftMask::doc_start (per-block document start) goes to the attention kernels as a run-time input
-// (forward and backward), so the same tuned winners serve packed and unpacked rows.
+// Packed rows: a DraftMask with doc_start (per-block document starts) runs the packed-rows variant of the drafter
+// attention (problem doc_bound, a key of its own; RunOpShapes lists it for --rows pack), forward and backward.
 // Needs LibTorch's CUDA backend (-DDFLASH_TORCH_CUDA=ON); without it Create() fails with Unsupported.
 // Who may call: the models through Ops, the training setup (Create, Prepare, TuneMissing). Thread-safety: one
 // training thread per object (as Ops); the cache and provider underneath are thread-safe.

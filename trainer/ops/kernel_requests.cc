@@ -19,9 +19,11 @@ const char* OpName(OpKind op) {
   return "unknown";
 }
 
+std::int64_t KeyDocCount(std::int64_t num_docs) { return num_docs <= 1 ? 1 : kMinPackedDocs; }
+
 OpShape OpShape::DraftAttention(std::int64_t context_len, std::int64_t num_blocks, std::int64_t block_size,
                                 std::int64_t window, std::int64_t heads_q, std::int64_t heads_kv,
-                                std::int64_t head_dim) {
+                                std::int64_t head_dim, bool packed_rows) {
   OpShape s;
   s.op = OpKind::kDraftAttention;
   attention::ProblemSpec& a = s.attention;
@@ -35,6 +37,7 @@ OpShape OpShape::DraftAttention(std::int64_t context_len, std::int64_t num_block
   a.seq_q = num_blocks * block_size;
   a.seq_kv = context_len + a.seq_q;
   if (window > 0) a.window = window;  // the full mask keeps the default (not part of its problem)
+  a.doc_bound = packed_rows;
   return s;
 }
 
@@ -49,7 +52,7 @@ OpShape OpShape::CausalAttention(std::int64_t tokens, std::int64_t num_docs, std
   a.heads_kv = heads_kv;
   a.head_dim = head_dim;
   a.seq_q = a.seq_kv = tokens;
-  if (num_docs > 1) a.num_docs = std::max(num_docs, kMinPackedDocs);
+  if (num_docs > 1) a.num_docs = KeyDocCount(num_docs);
   return s;
 }
 
@@ -58,7 +61,7 @@ OpShape OpShape::Conv1d(std::int64_t tokens, std::int64_t channels, std::int64_t
   s.op = OpKind::kConv1d;
   s.conv1d.tokens = tokens;
   s.conv1d.channels = channels;
-  s.conv1d.num_seqs = std::max<std::int64_t>(num_docs, 1);
+  s.conv1d.num_seqs = KeyDocCount(num_docs);
   s.conv1d.layout = conv1d::Layout::kTokenMajor;
   return s;
 }
@@ -69,7 +72,7 @@ OpShape OpShape::GatedDeltaRule(std::int64_t tokens, int heads, int value_heads,
   s.gdn.heads = heads;
   s.gdn.value_heads = value_heads;
   s.gdn.tokens = tokens;
-  s.gdn.num_seqs = std::max<std::int64_t>(num_docs, 1);
+  s.gdn.num_seqs = KeyDocCount(num_docs);
   s.gdn.initial_state = false;
   s.gdn.final_state = false;
   return s;

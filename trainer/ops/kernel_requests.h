@@ -20,9 +20,13 @@ namespace dflash::trainer {
 enum class OpKind { kDraftAttention, kCausalAttention, kConv1d, kGatedDeltaRule };
 const char* OpName(OpKind op);  // "draft_attention", "causal_attention", "conv1d", "gated_delta_rule"
 
-// Documents of a packed row are padded (with empty documents) up to this count for the doc-causal attention, the
-// count kernels/presets.cc warms (kPackedDocs there), so rows of up to 8 documents share the warmed key.
+// Packed rows hold a different number of documents each. Their problems (doc-causal attention, conv1d, gated delta
+// rule) are looked up under one key, tuned at kMinPackedDocs documents (the count kernels/presets.cc warms,
+// kPackedDocs there), whatever the row's count: every kernel variant is correct for any document count, so a packed
+// run never meets a missing key mid-training. The launches use the row's real count (the attention pads cu_seqlens
+// with empty documents up to at least kMinPackedDocs).
 constexpr std::int64_t kMinPackedDocs = 8;
+std::int64_t KeyDocCount(std::int64_t num_docs);  // 1 for one document, else kMinPackedDocs
 
 struct OpShape {
   OpKind op = OpKind::kDraftAttention;
@@ -30,17 +34,19 @@ struct OpShape {
   conv1d::ProblemSpec conv1d;
   gdn::ProblemSpec gdn;
 
-  // Drafter attention over S context rows and N blocks of B rows; window 0 = the full mask.
+  // Drafter attention over S context rows and N blocks of B rows; window 0 = the full mask. `packed_rows`: the
+  // blocks carry document starts (DraftMask::doc_start), the problem's doc_bound variant.
   static OpShape DraftAttention(std::int64_t context_len, std::int64_t num_blocks, std::int64_t block_size,
                                 std::int64_t window, std::int64_t heads_q, std::int64_t heads_kv,
-                                std::int64_t head_dim);
-  // Target attention over T tokens in `num_docs` documents (1: the plain causal mask, else doc-causal with the
-  // document count padded to at least kMinPackedDocs).
+                                std::int64_t head_dim, bool packed_rows);
+  // Target attention over T tokens in `num_docs` documents (1: the plain causal mask, else doc-causal with
+  // KeyDocCount's count).
   static OpShape CausalAttention(std::int64_t tokens, std::int64_t num_docs, std::int64_t heads_q,
                                  std::int64_t heads_kv, std::int64_t head_dim);
-  // Depthwise causal conv1d + SiLU over [T, C] token-major, restarting at each of `num_docs` documents.
+  // Depthwise causal conv1d + SiLU over [T, C] token-major, restarting at each of `num_docs` documents (the
+  // problem's count is KeyDocCount's).
   static OpShape Conv1d(std::int64_t tokens, std::int64_t channels, std::int64_t num_docs);
-  // Gated delta rule over T tokens of `num_docs` documents, no initial and no final state (training).
+  // Gated delta rule over T tokens of `num_docs` documents (KeyDocCount), no initial and no final state.
   static OpShape GatedDeltaRule(std::int64_t tokens, int heads, int value_heads, std::int64_t num_docs);
 };
 

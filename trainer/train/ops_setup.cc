@@ -46,7 +46,8 @@ Result<RunDevice> ResolveDevice(const TrainOptions& options) {
 
 std::vector<OpShape> RunOpShapes(const TrainOptions& o, const TargetConfig& t, const DrafterConfig& d) {
   std::vector<OpShape> shapes;
-  const std::int64_t docs = o.row_mode == data::RowMode::kPack ? kMinPackedDocs : 1;
+  const bool packed = o.row_mode == data::RowMode::kPack;
+  const std::int64_t docs = packed ? kMinPackedDocs : 1;
   if (t.arch == TargetArch::kQwen3_5Hybrid) {
     const std::int64_t channels = 2 * t.linear_num_key_heads * t.linear_key_head_dim +
                                   t.linear_num_value_heads * t.linear_value_head_dim;
@@ -61,11 +62,11 @@ std::vector<OpShape> RunOpShapes(const TrainOptions& o, const TargetConfig& t, c
   if (d.layer_kinds.empty()) full = true;
   if (full) {
     shapes.push_back(OpShape::DraftAttention(o.max_length, o.num_anchors, d.block_size, 0, d.num_attention_heads,
-                                             d.num_key_value_heads, d.head_dim));
+                                             d.num_key_value_heads, d.head_dim, packed));
   }
   if (sliding && d.sliding_window) {
     shapes.push_back(OpShape::DraftAttention(o.max_length, o.num_anchors, d.block_size, *d.sliding_window,
-                                             d.num_attention_heads, d.num_key_value_heads, d.head_dim));
+                                             d.num_attention_heads, d.num_key_value_heads, d.head_dim, packed));
   }
   return shapes;
 }

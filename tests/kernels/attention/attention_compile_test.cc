@@ -1,6 +1,6 @@
 // Every config of the attention spaces either is invalid for a stated reason or compiles with NVRTC for sm_90 and
-// sm_120 (the drafter's DFlash full-layer bucket) and then passes the arch's PruneReason or is pruned for a stated
-// reason; plus one variant per mask kind and head dim. CPU only: NVRTC needs no GPU.
+// sm_120 (the drafter's DFlash full-layer bucket, also as packed rows: doc_bound) and then passes the arch's PruneReason
+// or is pruned for a stated reason; plus one variant per mask kind and head dim. CPU only: NVRTC needs no GPU.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -68,8 +68,11 @@ Outcome CompileOne(const tuner::KernelFamily& family, const tuner::Config& confi
   return o;
 }
 
-void CompileWholeSpace(const tuner::KernelFamily& family, const std::string& arch) {
-  const tuner::Problem bucket = *family.Bucket(Problem("dflash_full", 128, 8192, 16384));
+// `doc_bound`: the packed-rows problem, whose kernels are the document-bound instantiations.
+void CompileWholeSpace(const tuner::KernelFamily& family, const std::string& arch, bool doc_bound = false) {
+  tuner::Problem problem = Problem("dflash_full", 128, 8192, 16384);
+  if (doc_bound) problem["doc_bound"] = true;
+  const tuner::Problem bucket = *family.Bucket(problem);
   tuner::ThreadPool pool;
   std::vector<std::future<Outcome>> futures;
   std::size_t invalid = 0;
@@ -94,8 +97,8 @@ void CompileWholeSpace(const tuner::KernelFamily& family, const std::string& arc
       std::printf("%s %s pruned: %s\n", arch.c_str(), o.label.c_str(), o.prune_reason.c_str());
     }
   }
-  std::printf("%s %s: %zu invalid, %zu compiled, %zu runnable\n", arch.c_str(), std::string(family.name()).c_str(),
-              invalid, futures.size(), runnable);
+  std::printf("%s %s%s: %zu invalid, %zu compiled, %zu runnable\n", arch.c_str(), std::string(family.name()).c_str(),
+              doc_bound ? " (doc_bound)" : "", invalid, futures.size(), runnable);
   EXPECT_GE(runnable, 3u) << "too few runnable variants on " << arch;
 }
 
@@ -103,6 +106,16 @@ TEST(AttentionCompile, EveryForwardConfigCompilesForSm90) { CompileWholeSpace(Fo
 TEST(AttentionCompile, EveryForwardConfigCompilesForSm120) { CompileWholeSpace(ForwardFamily(), "sm_120"); }
 TEST(AttentionCompile, EveryBackwardConfigCompilesForSm90) { CompileWholeSpace(BackwardFamily(), "sm_90"); }
 TEST(AttentionCompile, EveryBackwardConfigCompilesForSm120) { CompileWholeSpace(BackwardFamily(), "sm_120"); }
+
+// Packed rows (doc_bound) are kernels of their own: the whole space again, for both archs.
+TEST(AttentionCompile, EveryPackedRowsForwardConfigCompilesForSm90AndSm120) {
+  CompileWholeSpace(ForwardFamily(), "sm_90", true);
+  CompileWholeSpace(ForwardFamily(), "sm_120", true);
+}
+TEST(AttentionCompile, EveryPackedRowsBackwardConfigCompilesForSm90) { CompileWholeSpace(BackwardFamily(), "sm_90", true); }
+TEST(AttentionCompile, EveryPackedRowsBackwardConfigCompilesForSm120) {
+  CompileWholeSpace(BackwardFamily(), "sm_120", true);
+}
 
 TEST(AttentionCompile, EveryMaskKindAndHeadDimCompilesForSm120) {
   struct Item { const tuner::KernelFamily* family; tuner::Problem problem; tuner::Config config; };

@@ -58,6 +58,35 @@ TEST(AttentionProblem, BucketRoundsSizesUpAndKeepsTheDflashStructure) {
   EXPECT_EQ(ToJson(bb), ToJson(b));
 }
 
+TEST(AttentionProblem, DocBoundIsADflashKeyOfItsOwnAndAbsentFromUnpackedKeys) {
+  tuner::Problem packed = DflashProblem(512, 4096, "dflash_sliding");
+  packed["doc_bound"] = true;
+  Result<ProblemSpec> s = ParseProblem(packed, Direction::kBackward);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE(s->doc_bound);
+  EXPECT_EQ(ToJson(BucketOf(*s)).value("doc_bound", false), true);
+  EXPECT_EQ(s->compiled_mask(), dflash_attn::kMaskDflashSliding | dflash_attn::kMaskDocBound);
+  // Unpacked problems serialise without the field, so the keys warmed before it existed stay valid.
+  const ProblemSpec unpacked = *ParseProblem(DflashProblem(512, 4096, "dflash_sliding"), Direction::kBackward);
+  EXPECT_FALSE(ToJson(unpacked).contains("doc_bound"));
+  EXPECT_EQ(unpacked.compiled_mask(), dflash_attn::kMaskDflashSliding);
+  EXPECT_NE(ForwardFamily().Bucket(packed)->dump(), ForwardFamily().Bucket(DflashProblem(512, 4096, "dflash_sliding"))->dump());
+  // The kernels of a packed problem are the document-bound instantiations; of an unpacked one, the plain ones.
+  const tuner::Config fwd = {{"block_m", 64}, {"block_n", 64}, {"warps", 4}, {"stages", 2}};
+  EXPECT_NE(ForwardLaunches(fwd, *s).front().name_expression.find(
+                "," + std::to_string(dflash_attn::kMaskDflashSliding | dflash_attn::kMaskDocBound) + ">"),
+            std::string::npos);
+  EXPECT_NE(ForwardLaunches(fwd, unpacked).front().name_expression.find(
+                "," + std::to_string(dflash_attn::kMaskDflashSliding) + ">"),
+            std::string::npos);
+  tuner::Problem bad = {{"mask", "causal"}, {"heads_q", 8}, {"head_dim", 128}, {"seq_q", 256}, {"doc_bound", true}};
+  EXPECT_NE(ParseProblem(bad, Direction::kForward).status().message().find("DFlash masks only"), std::string::npos);
+  packed["doc_bound"] = 1;
+  EXPECT_NE(ParseProblem(packed, Direction::kForward).status().message().find("true or false"), std::string::npos);
+  EXPECT_TRUE(dflash_attn::IsCompiledMask(dflash_attn::kMaskDflashFull | dflash_attn::kMaskDocBound));
+  EXPECT_FALSE(dflash_attn::IsCompiledMask(dflash_attn::kMaskCausal | dflash_attn::kMaskDocBound));
+}
+
 TEST(AttentionConfig, SpacesHaveTheTunablesTheIssueAsksFor) {
   std::set<std::string> fwd, bwd;
   for (const auto& p : ForwardFamily().params()) fwd.insert(p.name);
@@ -132,33 +161,36 @@ TEST(AttentionApi, BackwardWorkspaceIsRowsNotScores) {
   EXPECT_GE(atomic, 32u * 8192u * 4u + 32u * 8192u * 128u * 4u);
 }
 
-TEST(AttentionApi, DocStartIsForTheDflashMasksOnlyAndMustBeAligned) {
+TEST(AttentionApi, DocStartGoesWithADocBoundProblemOnlyAndMustBeAligned) {
   AttentionArgs a;
   const CUdeviceptr fake = 0x10000;  // never dereferenced: the argument checks fail first
   a.q = a.k = a.v = a.o = TensorRef::Bshd(fake, 256, 8, 128);
   a.lse = fake;
   a.anchors = fake;
-  a.doc_start = fake + 2;  // not 4-byte aligned
   a.problem = *ParseProblem(DflashProblem(16, 128), Direction::kForward);
   const tuner::LoadedVariant none;
-  Status st = LaunchForward(none, a, nullptr);
-  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("doc_start"), std::string::npos) << st.message();
-  a.problem.mask = dflash_attn::kMaskCausal;
-  a.problem.seq_q = a.problem.seq_kv = 256;
-  a.doc_start = fake;
-  st = LaunchForward(none, a, nullptr);
-  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("DFlash masks only"), std::string::npos) << st.message();
+  auto expect_refused = [&](const char* why) {
+    const Status st = LaunchForward(none, a, nullptr);
+    EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(st.message().find(why), std::string::npos) << st.message();
+  };
+  a.doc_start = fake;  // an unpacked problem's kernels would ignore it: refused, never silently dropped
+  expect_refused("needs a problem with doc_bound");
+  a.problem.doc_bound = true;
+  a.doc_start = 0;
+  expect_refused("needs doc_start");
+  a.doc_start = fake + 2;
+  expect_refused("4-byte aligned");
 }
 
 TEST(AttentionReference, DocStartHidesTheContextBelowItFromItsBlockOnly) {
   for (const char* mask : {"dflash_full", "dflash_sliding"}) {
     tuner::Problem pj = DflashProblem(6, 300, mask);
     if (std::string(mask) == "dflash_sliding") pj["window"] = 120;
+    pj["doc_bound"] = true;
     ProblemSpec s = *ParseProblem(pj, Direction::kBackward);
     s.heads_q = s.heads_kv = 1;
-    HostInputs in = RandomInputs(s, 21, /*doc_start=*/true);
+    HostInputs in = RandomInputs(s, 21);
     ASSERT_EQ(in.doc_start.size(), in.anchors.size());
     HostInputs unpacked = in;
     unpacked.doc_start.clear();

@@ -1,7 +1,7 @@
 // GPU tests of the attention families through the tuner interface: for every mask kind, forward and backward
 // variants compiled with NVRTC for the device's arch, loaded, launched by the family's workload on fresh random
-// inputs with poisoned outputs, and checked against the float64 CPU reference; the DFlash masks also with packed
-// rows' per-block document starts (a run-time input of every variant). Skips without a GPU.
+// inputs with poisoned outputs, and checked against the float64 CPU reference; the DFlash masks also as packed-rows
+// problems (doc_bound: per-block document starts). Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -11,8 +11,6 @@
 #include <vector>
 
 #include "kernels/attention/attention_family.h"
-#include "kernels/attention/attention_problem.h"
-#include "kernels/attention/attention_workload.h"
 #include "tuner/arch_limits.h"
 #include "tuner/gpu_runtime.h"
 #include "tuner/nvrtc_compiler.h"
@@ -49,15 +47,7 @@ struct Case {
   const tuner::KernelFamily* family;
   tuner::Problem problem;
   tuner::Config config;
-  bool doc_start = false;  // DFlash: random per-block document starts (packed rows) in the inputs
 };
-
-Result<std::unique_ptr<tuner::Workload>> MakeWorkload(const Case& c, const gpu::Context& ctx, std::uint64_t seed) {
-  if (!c.doc_start) return c.family->MakeWorkload(ctx, c.problem, seed);
-  const Direction dir = c.family == &ForwardFamily() ? Direction::kForward : Direction::kBackward;
-  DFLASH_ASSIGN_OR_RETURN(ProblemSpec spec, ParseProblem(c.problem, dir));
-  return MakeAttentionWorkload(spec, dir, seed, /*doc_start=*/true);
-}
 
 // Compiles every case's variant in parallel (NVRTC is the slow part), then for each case: a workload on fresh
 // inputs, a check of the poisoned outputs (must fail: the check can fail), then two launches each followed by a
@@ -82,8 +72,7 @@ void RunCases(const std::vector<Case>& cases, std::uint64_t seed) {
   }
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
-    SCOPED_TRACE(std::string(c.family->name()) + " " + c.problem.dump() + " " + tuner::ConfigLabel(c.config) +
-                 (c.doc_start ? " with doc_start" : ""));
+    SCOPED_TRACE(std::string(c.family->name()) + " " + c.problem.dump() + " " + tuner::ConfigLabel(c.config));
     Result<tuner::CompiledVariant> cv = compiled[i].get();
     ASSERT_TRUE(cv.ok()) << cv.status().ToString();
     const tuner::CompileSpec spec = c.family->MakeCompileSpec(c.config, *c.family->Bucket(c.problem));
@@ -99,7 +88,7 @@ void RunCases(const std::vector<Case>& cases, std::uint64_t seed) {
       ASSERT_TRUE(f.ok()) << f.status().ToString();
       l.variant.functions[e] = *f;
     }
-    Result<std::unique_ptr<tuner::Workload>> w = MakeWorkload(c, *ctx, seed + i);
+    Result<std::unique_ptr<tuner::Workload>> w = c.family->MakeWorkload(*ctx, c.problem, seed + i);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     ASSERT_TRUE((*w)->PoisonOutputs(stream->get()).ok());
     EXPECT_EQ((*w)->Check(stream->get()).code(), ErrorCode::kMismatch);
@@ -151,15 +140,21 @@ TEST_F(AttentionGpu, BackwardMatchesFloat64ForEveryMaskKindAndDqMode) {
 }
 
 TEST_F(AttentionGpu, PackedRowsDocStartMatchesFloat64ForwardAndBackward) {
+  // doc_bound problems: the workload draws per-block document starts (reference.h RandomInputs).
+  auto packed = [](const char* mask, int hq, int hkv, int d, int blocks, int ctx) {
+    tuner::Problem p = Problem(mask, hq, hkv, d, blocks * 16, ctx + blocks * 16);
+    p["doc_bound"] = true;
+    return p;
+  };
   std::vector<Case> cases;
   for (const char* mask : {"dflash_full", "dflash_sliding"}) {
     for (const tuner::Config& cfg : {kFwd, kFwd8}) {
-      cases.push_back({&ForwardFamily(), Problem(mask, 8, 2, 128, 21 * 16, 500 + 21 * 16), cfg, true});
-      cases.push_back({&ForwardFamily(), Problem(mask, 6, 1, 64, 13 * 16, 300 + 13 * 16), cfg, true});
+      cases.push_back({&ForwardFamily(), packed(mask, 8, 2, 128, 21, 500), cfg});
+      cases.push_back({&ForwardFamily(), packed(mask, 6, 1, 64, 13, 300), cfg});
     }
     for (const tuner::Config& cfg : {kBwdAtomic, kBwdSeparate, kBwd2d}) {
-      cases.push_back({&BackwardFamily(), Problem(mask, 8, 2, 128, 21 * 16, 500 + 21 * 16), cfg, true});
-      cases.push_back({&BackwardFamily(), Problem(mask, 6, 1, 64, 9 * 16, 200 + 9 * 16), cfg, true});
+      cases.push_back({&BackwardFamily(), packed(mask, 8, 2, 128, 21, 500), cfg});
+      cases.push_back({&BackwardFamily(), packed(mask, 6, 1, 64, 9, 200), cfg});
     }
   }
   RunCases(cases, 300);
