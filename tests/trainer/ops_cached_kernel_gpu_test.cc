@@ -166,8 +166,8 @@ void CheckDraftAttention(CachedKernelOps& ops, Ops& reference, std::int64_t wind
 TEST_F(CachedKernelOpsGpu, PrepareReportsTheProvenanceOfEveryKey) {
   auto uses = ops().Prepare(TestShapes());
   ASSERT_TRUE(uses.ok()) << uses.status().ToString();
-  // draft full fwd+bwd, sliding fwd+bwd, causal, doc-causal, conv1d, gdn.
-  EXPECT_EQ(uses->size(), 8u);
+  // draft full fwd+bwd, sliding fwd+bwd, both again for packed rows (doc_bound), causal, doc-causal, conv1d, gdn.
+  EXPECT_EQ(uses->size(), 12u);
   for (const KernelUse& u : *uses) {
     EXPECT_EQ(u.key_digest.size(), 64u) << u.operation;
     EXPECT_EQ(u.cubin_sha256.size(), 64u) << u.operation;
@@ -239,7 +239,7 @@ TEST_F(CachedKernelOpsGpu, MissingKeyIsNotFoundNamingTheWarmupCommand) {
   ASSERT_FALSE(prepared.ok());
   EXPECT_EQ(prepared.status().code(), ErrorCode::kNotFound);
   const std::string& msg = prepared.status().message();
-  EXPECT_NE(msg.find("8 tuned kernel(s) missing"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("12 tuned kernel(s) missing"), std::string::npos) << msg;
   EXPECT_NE(msg.find("dflash-tune warmup"), std::string::npos) << msg;
   const auto x = Randn({kTokens, kChannels}), w = Randn({kChannels, 4});
   try {

@@ -3,7 +3,7 @@
 # tools/device/gpu_run.sh, then runs, side by side on the one GPU, the gpu-labelled tests matching REGEX (ctest -j4)
 # and the tiny preset with the cached kernels (`dflash-train --preset tiny --tune-missing` plus EXTRA flags, e.g.
 # `--rows pack`). Logs under $OUT; a short table last. Carry .deb (see gpu_run.sh).
-#   bash tools/device/trainer_gpu_check.sh [--tests REGEX] [--tiny "EXTRA FLAGS"] [--tiny-timeout S]
+#   bash tools/device/trainer_gpu_check.sh [--tests REGEX] [--tiny "EXTRA FLAGS"] [--tiny-timeout S (0: no run)]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 tests="AttentionGpu.PackedRows|CachedKernelOpsGpu|TrainStepGpu"
@@ -24,7 +24,7 @@ bash tools/device/gpu_run.sh --no-tests \
   --targets "dflash-train test_attention_gpu test_trainer_ops_cached_kernel_gpu test_trainer_step_gpu" || exit 1
 rm -rf /tmp/dflash-tiny-gpu /tmp/dflash-tiny-gpu-cache
 # shellcheck disable=SC2086
-( timeout "$tiny_timeout" build-gpu/tools/dflash_train/dflash-train --preset tiny --tune-missing $tiny \
+[ "$tiny_timeout" -gt 0 ] && ( timeout "$tiny_timeout" build-gpu/tools/dflash_train/dflash-train --preset tiny --tune-missing $tiny \
     --output /tmp/dflash-tiny-gpu --cache-dir /tmp/dflash-tiny-gpu-cache > "$out/tiny.log" 2>&1
   echo "exit $?" >> "$out/tiny.log"
   cp /tmp/dflash-tiny-gpu/metrics.jsonl "$out/tiny_metrics.jsonl" 2>/dev/null ) &

@@ -113,8 +113,8 @@ std::pair<torch::Tensor, torch::Tensor> AttentionForward(CachedKernelOps::State&
   return {o, lse};
 }
 
-// The device pointer of an optional int32 array; 0 (no bound) when undefined.
-CUdeviceptr DocStartPtr(const torch::Tensor& doc_start) { return doc_start.defined() ? Ptr(doc_start) : 0; }
+// The device pointer of the optional int32 document starts; 0 (no bound) when empty.
+CUdeviceptr DocStartPtr(const torch::Tensor& doc_start) { return doc_start.numel() > 0 ? Ptr(doc_start) : 0; }
 
 void CheckAttentionInputs(const CachedKernelOps::State& state, const torch::Tensor& q, const torch::Tensor& k,
                           const torch::Tensor& v) {
@@ -127,7 +127,8 @@ void CheckAttentionInputs(const CachedKernelOps::State& state, const torch::Tens
 }
 
 // The drafter attention as an autograd function: forward = the attention_fwd winner (O and LSE saved), backward =
-// the attention_bwd winner on the same problem. doc_start: int32 [N] on q's device, or undefined (no bound).
+// the attention_bwd winner on the same problem. doc_start: int32 [N] on q's device, or empty (no bound; an empty
+// tensor rather than an undefined one: autograd::Function asks every tensor argument for its device).
 class DraftAttentionFunction : public torch::autograd::Function<DraftAttentionFunction> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
@@ -136,7 +137,7 @@ class DraftAttentionFunction : public torch::autograd::Function<DraftAttentionFu
                                std::int64_t block_size, std::int64_t window, double scale) {
     auto& state = *reinterpret_cast<CachedKernelOps::State*>(state_address);
     const OpShape shape = OpShape::DraftAttention(context_len, anchors.size(0), block_size, window, q.size(1),
-                                                  k.size(1), q.size(2), doc_start.defined());
+                                                  k.size(1), q.size(2), doc_start.numel() > 0);
     auto [o, lse] = AttentionForward(state, shape, shape.attention, q, k, v, Ptr(anchors), Ptr(valid),
                                      DocStartPtr(doc_start), 0, scale);
     ctx->save_for_backward({q, k, v, o, lse, anchors, valid, doc_start});
@@ -157,7 +158,7 @@ class DraftAttentionFunction : public torch::autograd::Function<DraftAttentionFu
     const OpShape shape = OpShape::DraftAttention(ctx->saved_data["context_len"].toInt(), anchors.size(0),
                                                   ctx->saved_data["block_size"].toInt(),
                                                   ctx->saved_data["window"].toInt(), q.size(1), k.size(1), q.size(2),
-                                                  doc_start.defined());
+                                                  doc_start.numel() > 0);
     const KernelRequest request = KernelRequestsFor(shape).back();
     const tuner::LoadedVariant& winner = state.Winner(request);
     const auto dout = grads[0].to(torch::kBFloat16).contiguous();
@@ -263,7 +264,7 @@ torch::Tensor CachedKernelOps::DraftAttention(const torch::Tensor& q, const torc
   const c10::DeviceGuard guard(q.device());
   const auto anchors = mask.anchors.to(q.device(), torch::kInt).contiguous();
   const auto valid = mask.valid.to(q.device(), torch::kUInt8).contiguous();
-  torch::Tensor doc_start;  // undefined: one document per row
+  torch::Tensor doc_start = torch::empty({0}, anchors.options());  // empty: one document per row
   if (mask.doc_start.defined()) {
     TORCH_CHECK(mask.doc_start.sizes() == mask.anchors.sizes(),
                 "CachedKernelOps::DraftAttention: doc_start must be [N] like anchors, got ", mask.doc_start.sizes());
