@@ -92,14 +92,13 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
   unsigned char* sCls = reinterpret_cast<unsigned char*>(sDelta + STAGES * BM);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int b = ScheduledBatch(), hk = ScheduledHead();
   const int k0 = ScheduledTile<false>() * BN;
   MaskParams m = p.mask;
   SpecialiseMask<MASK>(m);
   const int Sq = m.seq_q, Skv = m.seq_kv;
   const float scale_log2 = p.scale * kLog2e;
 
-  BwdLoadKvAndClassify<D, BM, BN, NT>(p, m, sK, sV, sCls, b, hk, k0, tid);
+  BwdLoadKvAndClassify<D, BM, BN, NT>(p, m, sK, sV, sCls, k0, tid);
   float dk[DJ][4], dv[DJ][4];
 #pragma unroll
   for (int dj = 0; dj < DJ; ++dj)
@@ -107,7 +106,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
     for (int e = 0; e < 4; ++e) dk[dj][e] = dv[dj][e] = 0.f;
 
   const BwdItemBuffers buf{sQ, sdO, sLse, sDelta, sSpan, sCls};
-  BwdForEachItem<D, BM, NT, STAGES>(p, m, buf, b, hk, tid, [&](const BwdItem& item) {
+  BwdForEachItem<D, BM, NT, STAGES>(p, m, buf, tid, [&](const BwdItem& item) {
     const int h = item.h, q0 = item.q0;
 
     // S^T = K Q^T and dP^T = V dO^T for this warp's 16 kv rows.
@@ -214,7 +213,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
         for (int hr = 0; hr < 2; ++hr) {
           const int q = q0 + mt * 16 + (lane >> 2) + hr * 8;
           if (q >= Sq) continue;
-          float* dst = p.dq_accum + ((static_cast<long long>(b) * p.heads_q + h) * Sq + q) * D + dc * 64 + (lane & 3) * 2;
+          float* dst = p.dq_accum + ((static_cast<long long>(BwdBlockBatch()) * p.heads_q + h) * Sq + q) * D + dc * 64 + (lane & 3) * 2;
 #pragma unroll
           for (int j = 0; j < 8; ++j) {
             if (!(DFLASH_ATTN_ABLATE & 1) || acc[j][0] == 1234.5f) AtomicAdd2(dst + j * 8, acc[j][hr * 2], acc[j][hr * 2 + 1]);
@@ -228,8 +227,8 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
   for (int hr = 0; hr < 2; ++hr) {
     const int kv = k0 + warp * 16 + (lane >> 2) + hr * 8;
     if (kv >= Skv) continue;
-    bf16* dKg = static_cast<bf16*>(p.dk) + b * p.dk_batch_stride + hk * p.dk_head_stride + kv * p.dk_seq_stride;
-    bf16* dVg = static_cast<bf16*>(p.dv) + b * p.dv_batch_stride + hk * p.dv_head_stride + kv * p.dv_seq_stride;
+    bf16* dKg = static_cast<bf16*>(p.dk) + BwdBlockBatch() * p.dk_batch_stride + BwdBlockHead() * p.dk_head_stride + kv * p.dk_seq_stride;
+    bf16* dVg = static_cast<bf16*>(p.dv) + BwdBlockBatch() * p.dv_batch_stride + BwdBlockHead() * p.dv_head_stride + kv * p.dv_seq_stride;
 #pragma unroll
     for (int dj = 0; dj < DJ; ++dj) {
       const int c = dj * 8 + (lane & 3) * 2;

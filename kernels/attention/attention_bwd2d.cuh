@@ -51,14 +51,13 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wk = warp % MW, wq = warp / MW;     // phases 1 and 2
   const int wqq = warp % QQ, wdd = warp / QQ;   // phase 3
-  const int b = ScheduledBatch(), hk = ScheduledHead();
   const int k0 = ScheduledTile<false>() * BN;
   MaskParams m = p.mask;
   SpecialiseMask<MASK>(m);
   const int Sq = m.seq_q, Skv = m.seq_kv;
   const float scale_log2 = p.scale * kLog2e;
 
-  BwdLoadKvAndClassify<D, BM, BN, NT>(p, m, sK, sV, sCls, b, hk, k0, tid);
+  BwdLoadKvAndClassify<D, BM, BN, NT>(p, m, sK, sV, sCls, k0, tid);
   float dk[2][DN][4], dv[2][DN][4];
 #pragma unroll
   for (int mi = 0; mi < 2; ++mi)
@@ -68,7 +67,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
       for (int e = 0; e < 4; ++e) dk[mi][dj][e] = dv[mi][dj][e] = 0.f;
 
   const BwdItemBuffers buf{sQ, sdO, sLse, sDelta, sSpan, sCls};
-  BwdForEachItem<D, BM, NT, STAGES>(p, m, buf, b, hk, tid, [&](const BwdItem& item) {
+  BwdForEachItem<D, BM, NT, STAGES>(p, m, buf, tid, [&](const BwdItem& item) {
     const int h = item.h, q0 = item.q0;
 
     // Phase 1: this warp's 32 x 32 of S^T and dP^T, then P^T and dS^T to shared memory.
@@ -176,7 +175,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
           }
         }
       }
-      float* dq_head = p.dq_accum + (static_cast<long long>(b) * p.heads_q + h) * Sq * D;
+      float* dq_head = p.dq_accum + (static_cast<long long>(BwdBlockBatch()) * p.heads_q + h) * Sq * D;
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi) {
         const int r0 = q0 + wqq * 32 + mi * 16;
@@ -194,8 +193,8 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
     for (int hr = 0; hr < 2; ++hr) {
       const int kv = k0 + wk * 32 + mi * 16 + (lane >> 2) + hr * 8;
       if (kv >= Skv) continue;
-      bf16* dKg = static_cast<bf16*>(p.dk) + b * p.dk_batch_stride + hk * p.dk_head_stride + kv * p.dk_seq_stride;
-      bf16* dVg = static_cast<bf16*>(p.dv) + b * p.dv_batch_stride + hk * p.dv_head_stride + kv * p.dv_seq_stride;
+      bf16* dKg = static_cast<bf16*>(p.dk) + BwdBlockBatch() * p.dk_batch_stride + BwdBlockHead() * p.dk_head_stride + kv * p.dk_seq_stride;
+      bf16* dVg = static_cast<bf16*>(p.dv) + BwdBlockBatch() * p.dv_batch_stride + BwdBlockHead() * p.dv_head_stride + kv * p.dv_seq_stride;
 #pragma unroll
       for (int dj = 0; dj < DN; ++dj) {
         const int c = wq * (D / QW) + dj * 8 + (lane & 3) * 2;

@@ -8,8 +8,19 @@
 #include "attention_mask.cuh"
 #include "attention_mma.cuh"
 #include "attention_params.cuh"
+#include "attention_schedule.cuh"
 
 namespace dflash_attn {
+
+// The block's batch and kv head (attention_schedule.cuh), stored by BwdLoadKvAndClassify and read back where used
+// (volatile shared loads at a fixed address), so that neither holds a register through the item walk: computed
+// from blockIdx with a division they cannot be re-read for free like blockIdx itself. NVRTC, session 5: with this,
+// sm_120's AttnBwdKv2d<128,64,64,4,1,*> stays spill-free and sm_90's <128,64,128,8,2,*> loses its 4 B spill;
+// sm_90's <128,64,64,4,*,*> spill 4-8 B (0 before). The 8 bytes cost 1 KiB of static shared memory (the dynamic
+// array's 1024-byte alignment pads them), which the tuner counts.
+__shared__ int gBwdBlockBatchHead[2];
+__device__ __forceinline__ int BwdBlockBatch() { return *static_cast<volatile int*>(&gBwdBlockBatchHead[0]); }
+__device__ __forceinline__ int BwdBlockHead() { return *static_cast<volatile int*>(&gBwdBlockBatchHead[1]); }
 
 // Shared-memory buffers of the item walk: STAGES copies of BM rows each (cls: one byte per query tile).
 struct BwdItemBuffers {
@@ -33,11 +44,18 @@ struct BwdItem {
   const RowSpan* span;
 };
 
-// Loads the block's K and V tiles (kv rows [k0, k0 + BN) of kv head hk) and classifies every query tile; ends
-// with a barrier (the K/V copies complete at the walk's first wait).
+// Finds the block's batch and kv head hk and stores them for BwdBlockBatch / BwdBlockHead, loads its K and V
+// tiles (kv rows [k0, k0 + BN) of kv head hk) and classifies every query tile; ends with a barrier (after which
+// BwdBlockBatch / BwdBlockHead are valid; the K/V copies complete at the walk's first wait).
 template <int D, int BM, int BN, int NT>
 __device__ __forceinline__ void BwdLoadKvAndClassify(const AttnParams& p, const MaskParams& m, bf16* sK, bf16* sV,
-                                                     unsigned char* cls, int b, int hk, int k0, int tid) {
+                                                     unsigned char* cls, int k0, int tid) {
+  int b, hk;
+  ScheduledGroupedHead(p.heads_kv, b, hk);
+  if (tid == 0) {
+    gBwdBlockBatchHead[0] = b;
+    gBwdBlockBatchHead[1] = hk;
+  }
   const int Skv = m.seq_kv, nqt = (m.seq_q + BM - 1) / BM;
   LoadTileAsync<BN, D, NT>(sK, static_cast<const bf16*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride + k0 * p.k_seq_stride,
                            p.k_seq_stride, Skv - k0, tid);
@@ -52,9 +70,9 @@ __device__ __forceinline__ void BwdLoadKvAndClassify(const AttnParams& p, const 
 // size, nqt the number of query tiles) into buffer `stage` and fills that buffer's per-row LSE (log2 units), delta
 // and row spans.
 template <int D, int BM, int NT>
-__device__ __forceinline__ void BwdLoadItem(const AttnParams& p, const MaskParams& m, const BwdItemBuffers& buf, int b,
-                                            int hk, int G, int nqt, int item, int stage, int tid) {
-  const int Sq = m.seq_q;
+__device__ __forceinline__ void BwdLoadItem(const AttnParams& p, const MaskParams& m, const BwdItemBuffers& buf, int G,
+                                            int nqt, int item, int stage, int tid) {
+  const int Sq = m.seq_q, b = BwdBlockBatch(), hk = BwdBlockHead();
   const int h = hk * G + item / nqt;
   const int q0 = (item % nqt) * BM;
   LoadTileAsync<BM, D, NT>(buf.q + stage * BM * D,
@@ -81,33 +99,34 @@ __device__ __forceinline__ void BwdLoadItem(const AttnParams& p, const MaskParam
   }
 }
 
-// Visits the block's non-empty items in order: body(const BwdItem&) runs after a barrier that makes the item's
-// buffers visible, and is followed by a barrier after which its buffers may be refilled. All threads call it.
+// Visits the block's non-empty items (the query heads of kv head BwdBlockHead()) in order: body(const BwdItem&)
+// runs after a barrier that makes the item's buffers visible, and is followed by a barrier after which its buffers
+// may be refilled. All threads call it, after BwdLoadKvAndClassify.
 template <int D, int BM, int NT, int STAGES, typename Body>
 __device__ __forceinline__ void BwdForEachItem(const AttnParams& p, const MaskParams& m, const BwdItemBuffers& buf,
-                                               int b, int hk, int tid, Body&& body) {
+                                               int tid, Body&& body) {
   static_assert(STAGES == 1 || STAGES == 2, "1 or 2 query-tile buffers");
   const int nqt = (m.seq_q + BM - 1) / BM, G = p.heads_q / p.heads_kv;
   const int nitems = G * nqt;
   int it = NextNonEmpty(buf.cls, 0, nitems, nqt);
-  if (it < nitems) BwdLoadItem<D, BM, NT>(p, m, buf, b, hk, G, nqt, it, 0, tid);
+  if (it < nitems) BwdLoadItem<D, BM, NT>(p, m, buf, G, nqt, it, 0, tid);
   int stage = 0;
   while (it < nitems) {
     const int itn = NextNonEmpty(buf.cls, it + 1, nitems, nqt);
     if (STAGES > 1 && itn < nitems) {
-      BwdLoadItem<D, BM, NT>(p, m, buf, b, hk, G, nqt, itn, (stage + 1) % STAGES, tid);
+      BwdLoadItem<D, BM, NT>(p, m, buf, G, nqt, itn, (stage + 1) % STAGES, tid);
       CpAsyncWait<1>();
     } else {
       CpAsyncWait<0>();
     }
     __syncthreads();
     const int qt = it % nqt;
-    const BwdItem item{hk * G + it / nqt, qt * BM, buf.cls[qt] == kTileFull,
+    const BwdItem item{BwdBlockHead() * G + it / nqt, qt * BM, buf.cls[qt] == kTileFull,
                        buf.q + stage * BM * D, buf.dout + stage * BM * D, buf.lse + stage * BM,
                        buf.delta + stage * BM, buf.span + stage * BM};
     body(item);
     __syncthreads();  // this stage's buffers may be refilled now
-    if (STAGES == 1 && itn < nitems) BwdLoadItem<D, BM, NT>(p, m, buf, b, hk, G, nqt, itn, 0, tid);
+    if (STAGES == 1 && itn < nitems) BwdLoadItem<D, BM, NT>(p, m, buf, G, nqt, itn, 0, tid);
     it = itn;
     stage = STAGES > 1 ? (stage + 1) % STAGES : 0;
   }

@@ -47,7 +47,22 @@ std::vector<tuner::TunableParam> BackwardParams() {
           {"dq_mode", {0, 1}, "0: dQ by fp32 atomics + convert pass; 1: separate deterministic dQ pass"},
           {"warp_layout", {1, 2},
            "1: each warp owns 16 kv rows (AttnBwdKv); 2: FlashAttention-2's 2-D warp layout (AttnBwdKv2d; "
-           "block_m 64, dq_mode 0)"}};
+           "block_m 64, dq_mode 0)"},
+          {"head_groups", {0, 1},
+           "dK/dV launch: 0 = every kv head in flight; 1 = kv heads in groups whose Q / dO / dQ working set fits "
+           "~32 MiB of L2 (attention_schedule.cuh)"}};
+}
+
+int BackwardHeadsPerGroup(const tuner::Config& c, const ProblemSpec& p) {
+  if (Get(c, "head_groups") == 0) return static_cast<int>(p.heads_kv);
+  constexpr std::int64_t kBudget = std::int64_t{32} << 20;
+  // Per kv head: the GQA group's Q and dO rows (bf16) and, with dq_mode 0, their fp32 dQ accumulator rows.
+  const std::int64_t per_head =
+      (p.heads_q / p.heads_kv) * p.seq_q * p.head_dim * (2 + 2 + (UsesDqAccumulator(c) ? 4 : 0));
+  int hg = 1;
+  for (int h = 1; h <= p.heads_kv; ++h)
+    if (p.heads_kv % h == 0 && h * per_head <= kBudget) hg = h;
+  return hg;
 }
 
 bool UsesDqAccumulator(const tuner::Config& config) { return Get(config, "dq_mode") == 0; }
@@ -70,14 +85,15 @@ std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
 std::string BackwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
   const int bm = Get(c, "block_m"), bn = Get(c, "block_n"), st = Get(c, "stages"), dq = Get(c, "dq_mode");
   const int layout = WarpLayout(c);
-  if (c.size() != 4 + (c.count("warp_layout") ? 1u : 0u))
-    return "backward config needs exactly block_m, block_n, stages, dq_mode (and optionally warp_layout)";
+  if (c.size() != 4 + (c.count("warp_layout") ? 1u : 0u) + (c.count("head_groups") ? 1u : 0u))
+    return "backward config needs exactly block_m, block_n, stages, dq_mode (and optionally warp_layout, head_groups)";
   if (p.head_dim != 64 && p.head_dim != 128) return "backward supports head_dim 64 and 128";
   if (bm < 16 || bm > 128 || bm % 16 != 0) return "block_m must be a multiple of 16 in 16..128";
   if (bn != 64 && bn != 128) return "block_n must be 64 or 128";
   if (st != 1 && st != 2) return "stages must be 1 or 2";
   if (dq != 0 && dq != 1) return "dq_mode must be 0 or 1";
   if (layout != 1 && layout != 2) return "warp_layout must be 1 or 2";
+  if (Get(c, "head_groups") != 0 && Get(c, "head_groups") != 1) return "head_groups must be 0 or 1";
   // The 2-D layout uses (block_n / 32) * (block_m / 32) warps; the launch gives block_n / 16.
   if (layout == 2 && bm != 64) return "warp_layout 2 needs block_m 64 (warps = block_n / 16)";
   if (layout == 2 && dq != 0) return "warp_layout 2 accumulates dQ with atomics (dq_mode 0)";
@@ -124,9 +140,10 @@ std::vector<KernelLaunch> BackwardLaunches(const tuner::Config& c, const Problem
     kv.name_expression += dq == 0 ? ",true>" : ",false>";
     kv.shared_bytes = static_cast<unsigned>(dflash_attn::BwdSmemBytes(d, bm, bn, st));
   }
-  kv.grid_x = static_cast<unsigned>(p.heads_kv);  // (heads, tiles, batch): attention_schedule.cuh
+  const int hg = BackwardHeadsPerGroup(c, p);  // (HG, tiles, NG * batch): attention_schedule.cuh
+  kv.grid_x = static_cast<unsigned>(hg);
   kv.grid_y = CeilDiv(p.seq_kv, bn);
-  kv.grid_z = static_cast<unsigned>(p.batch);
+  kv.grid_z = static_cast<unsigned>(p.heads_kv / hg * p.batch);
   kv.threads = static_cast<unsigned>(bn / 16 * 32);
   out.push_back(kv);
   if (dq == 0) {

@@ -6,7 +6,8 @@
 // stages (query-tile buffers), dq_mode (0: fp32 atomics into an accumulator + a convert pass; 1: a separate
 // dQ pass of tile block_m x 64 that recomputes P and dP, deterministic, no accumulator), warp_layout (1: each
 // warp owns 16 kv rows, AttnBwdKv; 2: FlashAttention-2's 2-D layout, AttnBwdKv2d, block_m 64 and dq_mode 0 only;
-// a config without warp_layout means 1).
+// a config without warp_layout means 1), head_groups (0: the dK/dV kernel's grid (kv heads, tiles, batch); 1: kv
+// heads in groups run one after another, grid (heads per group, tiles, groups * batch); none means 0).
 // Who may call it: the families, the API, tests. Thread-safety: pure functions.
 #pragma once
 
@@ -36,6 +37,10 @@ std::vector<KernelLaunch> BackwardLaunches(const tuner::Config& config, const Pr
 
 std::string ForwardInvalidReason(const tuner::Config& config, const ProblemSpec& bucket);
 std::string BackwardInvalidReason(const tuner::Config& config, const ProblemSpec& bucket);
+
+// Kv heads per group of the backward config's dK/dV launch (all of them when head_groups is 0 or absent): the
+// largest divisor of heads_kv whose Q / dO (/ dQ accumulator) rows fit 32 MiB, at least 1.
+int BackwardHeadsPerGroup(const tuner::Config& config, const ProblemSpec& problem);
 
 // True when the backward config accumulates dQ with fp32 atomics (it then needs the dq_accum workspace).
 bool UsesDqAccumulator(const tuner::Config& config);

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <sstream>
 #include <vector>
 
 #include "kernels/attention/attention_api.h"
 #include "kernels/attention/attention_config.h"
 #include "kernels/attention/attention_mask.cuh"
 #include "kernels/attention/attention_params.cuh"
+#include "kernels/attention/attention_tolerance.h"
 #include "kernels/attention/reference.h"
 #include "tuner/gpu_runtime.h"
 
@@ -18,24 +18,6 @@ namespace {
 
 constexpr int kSampleRows = 256;
 constexpr std::size_t kKvRowBudget = 2048;
-
-// Max-abs error of one tensor and of its plain-bf16 yardstick, accumulated over checked elements.
-struct ErrorTally {
-  const char* name;
-  double err = 0, base = 0;
-  bool nan = false;
-  void Add(double got, double ref, double bf16) {
-    if (std::isnan(got)) nan = true;
-    err = std::max(err, std::abs(got - ref));
-    base = std::max(base, std::abs(bf16 - ref));
-  }
-  bool ok() const { return !nan && err <= 2 * base + 1e-4; }
-  std::string ToString() const {
-    std::ostringstream s;
-    s << name << " err " << err << " (plain bf16 " << base << ")" << (nan ? " NaN" : "");
-    return s.str();
-  }
-};
 
 tuner::Config DefaultForwardConfig() { return {{"block_m", 64}, {"block_n", 64}, {"warps", 4}, {"stages", 2}}; }
 

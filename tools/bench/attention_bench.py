@@ -325,6 +325,9 @@ def our_row(name, p, fl, fwd, bwd):
         row["bwd_ms"] = bwd["median_ms"]
         row["peak_extra_bytes"] = max(bwd["peak_extra_bytes"] - input_bytes(p), 0)
         notes.append("bwd %s" % pjson(bwd["config"]))
+        if bwd["config"].get("dq_mode", 0) == 0:
+            acc = 4 * p["batch"] * p["heads_q"] * p["seq_q"] * p["head_dim"]
+            notes.append("peak includes the fp32 dQ accumulator of dq_mode 0 (%.3f GiB)" % (acc / GiB))
     row["note"] = "; ".join(notes)
     return row
 

@@ -13,6 +13,7 @@
 #include "kernels/attention/attention_family.h"
 #include "kernels/attention/attention_params.cuh"
 #include "kernels/attention/attention_problem.h"
+#include "kernels/attention/attention_schedule.cuh"
 #include "kernels/attention/reference.h"
 
 namespace dflash::attention {
@@ -92,7 +93,7 @@ TEST(AttentionConfig, SpacesHaveTheTunablesTheIssueAsksFor) {
   for (const auto& p : ForwardFamily().params()) fwd.insert(p.name);
   for (const auto& p : BackwardFamily().params()) bwd.insert(p.name);
   EXPECT_EQ(fwd, (std::set<std::string>{"block_m", "block_n", "warps", "stages"}));
-  EXPECT_EQ(bwd, (std::set<std::string>{"block_m", "block_n", "stages", "dq_mode", "warp_layout"}));
+  EXPECT_EQ(bwd, (std::set<std::string>{"block_m", "block_n", "stages", "dq_mode", "warp_layout", "head_groups"}));
   EXPECT_EQ(ForwardFamily().name(), "attention_fwd");
   EXPECT_EQ(BackwardFamily().name(), "attention_bwd");
 }
@@ -147,6 +148,58 @@ TEST(AttentionConfig, LaunchesCoverEveryRowAndNameTheMaskKind) {
   EXPECT_EQ(b2[1].shared_bytes, static_cast<unsigned>((2 * 128 * 128 + 2 * 2 * 64 * 128 + 2 * 64 * 128) * 2 +
                                                       2 * 64 * 24 + dflash_attn::kMaxTiles));
   EXPECT_EQ(b2[2].name_expression, "dflash_attn::AttnBwdDqConvert<128>");
+}
+
+// The head-grouped dK/dV launch: groups sized to the 32 MiB working set, and the kernel's (x, z) -> (batch, head)
+// map (attention_schedule.cuh) visits every (batch, kv head) exactly once per kv tile, group after group.
+TEST(AttentionConfig, HeadGroupedLaunchCoversEveryHeadOnceGroupByGroup) {
+  const tuner::Config grouped = {{"block_m", 64}, {"block_n", 128}, {"stages", 1}, {"dq_mode", 0},
+                                 {"warp_layout", 2}, {"head_groups", 1}};
+  tuner::Problem causal = {{"mask", "causal"}, {"batch", 3}, {"heads_q", 32}, {"heads_kv", 32}, {"head_dim", 128},
+                           {"seq_q", 8192}, {"seq_kv", 8192}};
+  const ProblemSpec c = *ParseProblem(causal, Direction::kBackward);
+  EXPECT_EQ(BackwardHeadsPerGroup(grouped, c), 4);  // 8 MiB of Q, dO, dQ rows per head
+  tuner::Config plain = grouped;
+  plain["head_groups"] = 0;
+  EXPECT_EQ(BackwardHeadsPerGroup(plain, c), 32);
+  tuner::Config separate = grouped;
+  separate["warp_layout"] = 1;
+  separate["dq_mode"] = 1;
+  EXPECT_EQ(BackwardHeadsPerGroup(separate, c), 8);  // no accumulator: 4 MiB per head
+  const ProblemSpec d = *ParseProblem(DflashProblem(512, 8192), Direction::kBackward);
+  EXPECT_EQ(BackwardHeadsPerGroup(grouped, d), 1);  // 4 query heads x 8 MiB per kv head
+  EXPECT_EQ(BackwardInvalidReason(grouped, d), "");
+  separate["head_groups"] = 2;
+  EXPECT_NE(BackwardInvalidReason(separate, d), "");
+
+  for (const ProblemSpec& s : {c, d}) {
+    const std::vector<KernelLaunch> l = BackwardLaunches(grouped, s);
+    ASSERT_EQ(l.size(), 3u);
+    const KernelLaunch& kv = l[1];
+    EXPECT_EQ(kv.grid_x * kv.grid_z, static_cast<unsigned>(s.heads_kv * s.batch));
+    std::vector<int> seen(static_cast<std::size_t>(s.batch * s.heads_kv), 0);
+    int last_group = -1;
+    for (unsigned z = 0; z < kv.grid_z; ++z)
+      for (unsigned x = 0; x < kv.grid_x; ++x) {
+        int b = -1, h = -1;
+        dflash_attn::GroupedHeadOf(static_cast<int>(s.heads_kv), static_cast<int>(kv.grid_x), static_cast<int>(x),
+                                   static_cast<int>(z), b, h);
+        ASSERT_TRUE(b >= 0 && b < s.batch && h >= 0 && h < s.heads_kv) << b << " " << h;
+        ++seen[static_cast<std::size_t>(b * s.heads_kv + h)];
+        const int group = b * static_cast<int>(s.heads_kv) + h / static_cast<int>(kv.grid_x);
+        EXPECT_GE(group, last_group);  // blocks issue in z order: groups one after another
+        last_group = group;
+      }
+    for (int n : seen) EXPECT_EQ(n, 1);
+  }
+  // head_groups 0: the (heads, tiles, batch) grid, which GroupedHeadOf reads as one group per batch.
+  const KernelLaunch kv0 = BackwardLaunches(plain, c)[1];
+  EXPECT_EQ(kv0.grid_x, 32u);
+  EXPECT_EQ(kv0.grid_z, 3u);
+  int b = -1, h = -1;
+  dflash_attn::GroupedHeadOf(32, 32, 5, 2, b, h);
+  EXPECT_EQ(b, 2);
+  EXPECT_EQ(h, 5);
 }
 
 TEST(AttentionApi, BackwardWorkspaceIsRowsNotScores) {
