@@ -1,7 +1,8 @@
 // dflash-train with several ranks, as real processes on the CPU (gloo): 2 ranks x batch 1 train exactly what 1 rank
 // x batch 2 trains (same rows, same anchors, global loss normalisation), a 2-rank run resumes exactly and refuses
 // another world size, a killed rank makes the other exit with an error within the timeout and leaves the last
-// checkpoint intact, a bad rank environment is one line and exit 2, and the launcher returns a failed worker's code.
+// checkpoint intact, a bad rank environment is one line and exit 2, the launcher returns a failed worker's code, and
+// the target on another GPU (--target-device-offset) trains the same drafter (on the CPU: a one-line error).
 // DFLASH_DIST_TEST_DEVICE=cuda runs the training tests on GPUs (NCCL, one per rank, bf16 compute, reference ops):
 // the weights then agree up to bf16 non-determinism, so the test bounds the fraction of weights that differ.
 #include <gtest/gtest.h>
@@ -17,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "process_test_util.h"
+#include "tests/process_util.h"
 #include "train_test_util.h"
 #include "trainer/dist/launcher.h"
 #include "trainer/nn/tensor_io.h"
@@ -29,10 +30,10 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 pid_t Spawn(std::vector<std::string> args, const std::vector<std::string>& extra_env, const fs::path& err_file) {
-  return testing::SpawnProcess(DFLASH_TRAIN_BIN, std::move(args), extra_env, err_file);
+  return dflash::testing::SpawnProcess(DFLASH_TRAIN_BIN, args, extra_env, "/dev/null", err_file);
 }
-int Wait(pid_t pid) { return testing::WaitExit(pid); }
-std::string Read(const fs::path& p) { return testing::ReadFile(p); }
+int Wait(pid_t pid) { return dflash::testing::WaitExit(pid); }
+std::string Read(const fs::path& p) { return dflash::testing::ReadText(p); }
 
 std::vector<nlohmann::json> Metrics(const fs::path& run) {
   std::vector<nlohmann::json> out;
@@ -131,6 +132,8 @@ TEST_F(DistTrain, TwoRanksOfBatchOneEqualOneRankOfBatchTwoAndResumeExactly) {
   ASSERT_EQ(code, 0) << err;
   EXPECT_NE(err.find("data parallel: rank 0 of 2"), std::string::npos) << err;
   EXPECT_EQ(err.find("rank 1 of 2"), std::string::npos) << "rank 1 logs: " << err;
+  // The gradient all-reduce overlapped the last backward (the small drafter's gradients fit in one bucket).
+  EXPECT_NE(err.find("1 bucket(s) of <= 25 MiB, 1 started during the backward"), std::string::npos) << err;
   // The same metrics (global sums) step by step, and the same weights.
   const auto m1 = Metrics(root_ / "one"), m2 = Metrics(root_ / "two");
   ASSERT_EQ(m1.size(), 3u);
@@ -157,6 +160,27 @@ TEST_F(DistTrain, TwoRanksOfBatchOneEqualOneRankOfBatchTwoAndResumeExactly) {
   // Another world size cannot resume it.
   EXPECT_EQ(Exec(Args("two", {"--batch-size", "1", "--max-steps", "3", "--resume"}), {}, &err), 2);
   EXPECT_NE(err.find("written by 2 rank(s), this run has 1"), std::string::npos) << err;
+}
+
+// Gradient accumulation: each rank's last micro-step overlaps the all-reduce, the earlier ones only accumulate.
+// 2 ranks x batch 1 x 2 micro-steps train what 1 rank x batch 4 trains (up to the order of the gradient sums).
+TEST_F(DistTrain, TwoRanksWithAccumulationEqualOneRankOfTheWholeBatch) {
+  ASSERT_EQ(Exec(Args("one", {"--batch-size", "4", "--max-steps", "2"})), 0);
+  std::string err;
+  const int code = Exec(Args("two", {"--nproc-per-node", "2", "--batch-size", "1", "--grad-accum", "2",
+                                     "--max-steps", "2"}), {}, &err);
+  if (code != 0 && err.find("no gloo backend") != std::string::npos) GTEST_SKIP() << "no gloo backend: " << err;
+  ASSERT_EQ(code, 0) << err;
+  const auto m1 = Metrics(root_ / "one"), m2 = Metrics(root_ / "two");
+  ASSERT_EQ(m1.size(), 2u);
+  ASSERT_EQ(m2.size(), 2u);
+  const double tol = TestDevice() == "cpu" ? 1e-6 : 2e-2;
+  for (std::size_t s = 0; s < 2; ++s) {
+    EXPECT_NEAR(m1[s]["loss"].get<double>(), m2[s]["loss"].get<double>(), tol) << "step " << s + 1;
+    EXPECT_EQ(m1[s]["tokens"], m2[s]["tokens"]);
+    EXPECT_NEAR(m1[s]["grad_norm"].get<double>(), m2[s]["grad_norm"].get<double>(), tol) << "step " << s + 1;
+  }
+  ExpectSameWeights(Masters(root_ / "one", 2), Masters(root_ / "two", 2), "1 rank x batch 4 vs 2 x 1 x accum 2");
 }
 
 // Two ranks started by hand (torchrun's environment); after a few steps rank 1 gets `sig` (SIGKILL: it dies;
@@ -248,6 +272,25 @@ TEST_F(DistTrain, SigintToTheLauncherStopsEveryRankAfterOneStepWithACheckpoint) 
   args.push_back("--resume");
   ASSERT_EQ(Exec(args), 0);
   EXPECT_EQ(Metrics(root_ / "run").size(), 40u);
+}
+
+// --target-device-offset: on the CPU a one-line error; on GPUs (2 or more) the target on cuda:1 and the drafter on
+// cuda:0 train what both on cuda:0 train (the features move GPU to GPU, the target's ops run on its own GPU).
+TEST_F(DistTrain, TargetOnAnotherGpuTrainsWhatOneGpuTrains) {
+  std::string err;
+  if (TestDevice() == "cpu") {
+    EXPECT_EQ(Exec(Args("bad", {"--max-steps", "1", "--target-device-offset", "1"}), {}, &err), 2);
+    EXPECT_NE(err.find("--target-device-offset 1 places the target on another GPU: it needs a GPU run"),
+              std::string::npos) << err;
+    EXPECT_EQ(Exec(Args("bad", {"--max-steps", "1", "--target-device-offset", "-1"}), {}, &err), 2);
+    EXPECT_NE(err.find("--target-device-offset must be >= 0"), std::string::npos) << err;
+    return;
+  }
+  ASSERT_EQ(Exec(Args("one", {"--batch-size", "2", "--max-steps", "3"})), 0);
+  ASSERT_EQ(Exec(Args("pair", {"--batch-size", "2", "--max-steps", "3", "--target-device-offset", "1"}), {}, &err),
+            0) << err;
+  EXPECT_NE(err.find("placement: drafter on cuda:0, target on cuda:1"), std::string::npos) << err;
+  ExpectSameWeights(Masters(root_ / "one", 3), Masters(root_ / "pair", 3), "one GPU vs target on cuda:1");
 }
 
 TEST_F(DistTrain, BadRankEnvironmentIsOneLineAndExitTwo) {

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "process_test_util.h"
+#include "tests/process_util.h"
 #include "train_test_util.h"
 #include "trainer/train/train_checkpoint.h"
 
@@ -26,10 +26,10 @@ struct ProcessResult {
 };
 
 pid_t Spawn(std::vector<std::string> args, const fs::path& err_file) {
-  return testing::SpawnProcess(DFLASH_TRAIN_BIN, std::move(args), {}, err_file);
+  return dflash::testing::SpawnProcess(DFLASH_TRAIN_BIN, args, {}, "/dev/null", err_file);
 }
-int Wait(pid_t pid) { return testing::WaitExit(pid); }
-std::string Read(const fs::path& p) { return testing::ReadFile(p); }
+int Wait(pid_t pid) { return dflash::testing::WaitExit(pid); }
+std::string Read(const fs::path& p) { return dflash::testing::ReadText(p); }
 
 class TrainCli : public ::testing::Test {
  protected:

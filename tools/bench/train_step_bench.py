@@ -11,16 +11,23 @@ Two runs of the real `dflash-train` binary:
      (dflash-train prints it: process start -> first step begins / done, dynamic loading and the 27B random init
      included), then the steady-state step time (median over steps 2..N), tokens/s and the allocator's peak memory
      (metrics.jsonl).
+  3. with --nproc-per-node N (N > 1): a warm run of N data-parallel ranks (`dflash-train --nproc-per-node N`, one
+     GPU each, the same per-rank row: batch 1 per rank), and the scaling efficiency on tokens/s:
+     tokens/s(N ranks) / (N x tokens/s(1 rank)) (= t1 / tN on the median step times);
+  4. with --target-device-offset K (K > 0): a warm single-rank run with the target on cuda:K and the drafter on
+     cuda:0 (features moved GPU to GPU, the target's cached kernels on its own GPU).
 The data are random token rows (every position labelled): speed and memory do not depend on the token values.
 
 Usage (GPU machine, repository root; see tools/bench/README.md):
   python3 tools/bench/train_step_bench.py --build-dir build-gpu --cache-dir /tmp/dflash-bench-cache
+  ... --nproc-per-node 2 --target-device-offset 1      (a 2-GPU machine: scaling and pairs too)
 Dry run (no GPU: writes the data and prints the commands): add --dry-run.
 """
 import argparse
 import json
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -38,10 +45,40 @@ def write_rows(path, rows, length, vocab, mask_token, seed):
             f.write(json.dumps({"input_ids": ids, "loss_mask": [1] * length}) + "\n")
 
 
+def descendants(pid):
+    """Every live process below `pid` (the --nproc-per-node launcher's workers run in their own process groups)."""
+    parent = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    out, frontier = [], [pid]
+    while frontier:
+        p = frontier.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        out += kids
+        frontier += kids
+    return out
+
+
+def kill_tree(p):
+    for child in descendants(p.pid):
+        try:
+            os.kill(child, signal.SIGKILL)
+        except OSError:
+            pass
+    p.kill()
+    p.wait()
+
+
 def run(cmd, log_path, dry, metrics_path, steps):
-    """Runs dflash-train until `steps` lines are in its metrics log, then kills it: the end-of-run checkpoint (21 GB
-    of fp32 masters and AdamW moments at this size) is not part of the step being measured, and the device's disk
-    is small. Killing a run is safe by design (checkpoints are written .partial -> rename)."""
+    """Runs dflash-train until `steps` lines are in its metrics log, then kills it (with its workers): the
+    end-of-run checkpoint (21 GB of fp32 masters and AdamW moments at this size) is not part of the step being
+    measured, and the device's disk is small. Killing a run is safe by design (checkpoints are written .partial ->
+    rename)."""
     print("$ " + " ".join(cmd), flush=True)
     if dry:
         return 0, "", 0.0
@@ -53,8 +90,7 @@ def run(cmd, log_path, dry, metrics_path, steps):
             if os.path.exists(metrics_path):
                 with open(metrics_path) as f:
                     if sum(1 for line in f if line.strip()) >= steps:
-                        p.kill()
-                        p.wait()
+                        kill_tree(p)
                         break
     wall = time.time() - t0
     with open(log_path) as f:
@@ -86,6 +122,10 @@ def main():
     ap.add_argument("--target-config", default=os.path.join(HERE, "configs", "qwen3.6-27b-target.json"))
     ap.add_argument("--drafter-config", default=os.path.join(HERE, "configs", "dflash-27b-drafter.json"))
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for logs and train_step_bench.json")
+    ap.add_argument("--nproc-per-node", type=int, default=1,
+                    help="N > 1: also a warm run of N data-parallel ranks (batch 1 each) and the scaling efficiency")
+    ap.add_argument("--target-device-offset", type=int, default=0,
+                    help="K > 0: also a warm single-rank run with the target on cuda:K")
     ap.add_argument("--dry-run", action="store_true")
     a = ap.parse_args()
     if a.steps < 2:
@@ -100,7 +140,7 @@ def main():
     os.makedirs(a.work_dir, exist_ok=True)
     os.makedirs(a.out, exist_ok=True)
     data = os.path.join(a.work_dir, "rows.jsonl")
-    write_rows(data, a.steps + 2, a.max_length, vocab, mask_token, seed=1)
+    write_rows(data, (a.steps + 2) * max(1, a.nproc_per_node), a.max_length, vocab, mask_token, seed=1)
 
     train = os.path.join(a.build_dir, "tools", "dflash_train", "dflash-train")
     common = [train, "--random-target", a.target_config, "--drafter-config", a.drafter_config, "--data", data,
@@ -124,11 +164,8 @@ def main():
     if rc != 0:
         print(warm_text[-4000:])
         sys.exit(f"train_step_bench: the warm run failed (exit {rc}); log in {a.out}/train_step_warm.log")
-    with open(os.path.join(warm_dir, "metrics.jsonl")) as f:
-        steps = [json.loads(line) for line in f if line.strip()]
-    later = steps[1:]
-    step_s = statistics.median(s["step_time_s"] for s in later)
-    tokens = statistics.median(s["tokens"] for s in later)
+    steps = read_steps(warm_dir)
+    step_s, tokens_per_s = steady(steps)
     result = {
         "shape": {"max_length": a.max_length, "anchors": a.anchors, "target": os.path.basename(a.target_config),
                   "drafter": os.path.basename(a.drafter_config)},
@@ -139,11 +176,35 @@ def main():
         "first_step_s": steps[0]["step_time_s"],
         "median_step_s": step_s,
         "step_times_s": [round(s["step_time_s"], 4) for s in steps],
-        "tokens_per_s": tokens / step_s,
+        "tokens_per_s": tokens_per_s,
         "drafter_block_tokens_per_s": a.anchors * drafter["block_size"] / step_s,
         "peak_memory_gib": max(s["peak_memory_bytes"] for s in steps) / 2 ** 30,
         "loss_first_last": [steps[0]["loss"], steps[-1]["loss"]],
     }
+    extra = []  # (name, command options, output folder)
+    if a.nproc_per_node > 1:
+        extra.append(("ranks", ["--nproc-per-node", str(a.nproc_per_node), "--batch-size", "1"]))
+    if a.target_device_offset > 0:
+        extra.append(("pairs", ["--target-device-offset", str(a.target_device_offset)]))
+    for name, options in extra:
+        out_dir = os.path.join(a.work_dir, name)
+        subprocess.run(["rm", "-rf", out_dir])
+        rc, text, wall = run(common + options + ["--output", out_dir, "--max-steps", str(a.steps)],
+                             os.path.join(a.out, f"train_step_{name}.log"), False,
+                             os.path.join(out_dir, "metrics.jsonl"), a.steps)
+        if rc != 0:
+            print(text[-4000:])
+            result[name] = {"error": f"exit {rc}; log in {a.out}/train_step_{name}.log"}
+            continue
+        s_steps = read_steps(out_dir)
+        s_step_s, s_tps = steady(s_steps)
+        result[name] = {"options": options, "wall_s": round(wall, 1), "median_step_s": s_step_s,
+                        "step_times_s": [round(s["step_time_s"], 4) for s in s_steps], "tokens_per_s": s_tps,
+                        "peak_memory_gib": max(s["peak_memory_bytes"] for s in s_steps) / 2 ** 30,
+                        "warm": startup_lines(text)}
+        if name == "ranks":
+            # Same per-rank row on every rank: N ranks process N x the tokens of one rank per step.
+            result[name]["scaling_efficiency"] = s_tps / (a.nproc_per_node * tokens_per_s)
     with open(os.path.join(a.out, "train_step_bench.json"), "w") as f:
         json.dump(result, f, indent=2)
     print("\n| measure | value |\n|---|---|")
@@ -154,9 +215,35 @@ def main():
     print(f"| warm: process start -> first step done | {w.get('first_step_done_s', float('nan')):.1f} s |")
     print(f"| first step | {steps[0]['step_time_s'] * 1e3:.0f} ms |")
     print(f"| median step (2..{len(steps)}) | {step_s * 1e3:.0f} ms |")
-    print(f"| tokens/s (target context tokens) | {result['tokens_per_s']:.0f} |")
+    print(f"| tokens/s (target context tokens) | {tokens_per_s:.0f} |")
     print(f"| peak GPU memory (allocator) | {result['peak_memory_gib']:.1f} GiB |")
     print(f"| loss first / last step | {steps[0]['loss']:.3f} / {steps[-1]['loss']:.3f} |")
+    r = result.get("ranks")
+    if r and "error" not in r:
+        print(f"| {a.nproc_per_node} ranks (batch 1 each): median step | {r['median_step_s'] * 1e3:.0f} ms |")
+        print(f"| {a.nproc_per_node} ranks: tokens/s (all ranks) | {r['tokens_per_s']:.0f} |")
+        print(f"| {a.nproc_per_node}-GPU scaling efficiency: tok/s(N) / (N x tok/s(1)) | "
+              f"{r['scaling_efficiency']:.3f} |")
+    elif r:
+        print(f"| {a.nproc_per_node} ranks | {r['error']} |")
+    p = result.get("pairs")
+    if p and "error" not in p:
+        print(f"| target on cuda:{a.target_device_offset}, drafter on cuda:0: median step | "
+              f"{p['median_step_s'] * 1e3:.0f} ms (peak {p['peak_memory_gib']:.1f} GiB on the drafter's GPU) |")
+    elif p:
+        print(f"| target on cuda:{a.target_device_offset} | {p['error']} |")
+
+
+def read_steps(run_dir):
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def steady(steps):
+    """Median step time and tokens/s over steps 2..N (the first step warms up)."""
+    later = steps[1:]
+    step_s = statistics.median(s["step_time_s"] for s in later)
+    return step_s, statistics.median(s["tokens"] for s in later) / step_s
 
 
 if __name__ == "__main__":

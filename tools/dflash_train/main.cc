@@ -81,6 +81,10 @@ void AddTrainOptions(CLI::App& app, TrainOptions& o, std::string& row_mode, std:
   app.add_option("--kernels", kernels, "auto (cached on a GPU), cached or reference")->capture_default_str();
   app.add_option("--cache-dir", o.cache_dir, "Kernel cache (default: $DFLASH_CACHE_DIR or ~/.cache/dflash-tune)");
   app.add_flag("--tune-missing", o.tune_missing, "Tune missing kernel keys before the first step");
+  app.add_option("--target-device-offset", o.target_device_offset,
+                 "Target and drafter in pairs: the target on the GPU this many after the drafter's (features move "
+                 "GPU to GPU; with N ranks per host use 0 or >= N)")
+      ->capture_default_str();
   app.add_option("--save-every", o.save_every, "Checkpoint every N steps (0: at the end only)")->capture_default_str();
   app.add_option("--keep", o.keep_checkpoints, "Checkpoints kept")->capture_default_str();
   app.add_option("--log-every", o.log_every, "Progress line every N steps")->capture_default_str();

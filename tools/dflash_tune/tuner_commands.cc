@@ -169,6 +169,7 @@ int Warmup(const GlobalOptions& g, const WarmupArgs& a) {
   // key from being done twice, here or by another process.
   Progress progress(static_cast<int>(items.size()));
   std::vector<std::optional<Result<tuner::KeyReport>>> reports(items.size());
+  std::vector<int> key_device(items.size(), -1);  // the GPU that took each key (-1: compile-only worker)
   std::atomic<std::size_t> next{0};
   auto worker = [&](const gpu::Context* ctx) {
     tuner::Tuner tuner(**cache, (ctx && ctx->info().arch() == arch) ? ctx : nullptr, pool);
@@ -178,6 +179,7 @@ int Warmup(const GlobalOptions& g, const WarmupArgs& a) {
                           [&](const tuner::ProgressEvent& e) { progress.Stage(e, static_cast<int>(i)); });
       if (r.ok()) progress.KeyDone(*r, static_cast<int>(i));
       reports[i] = std::move(r);
+      key_device[i] = ctx ? ctx->info().ordinal : -1;
     }
   };
   std::vector<std::thread> threads;
@@ -214,7 +216,8 @@ int Warmup(const GlobalOptions& g, const WarmupArgs& a) {
                      std::to_string(c.reused), std::to_string(c.benchmarked), std::to_string(c.pruned),
                      std::to_string(c.failed), std::to_string(r->wall_s).substr(0, 5)});
     keys.push_back({{"family", r->family}, {"problem", json::parse(r->signature)}, {"key", r->key_digest},
-                    {"status", tuner::KeyStatusName(r->status)}, {"winner", r->winner_config},
+                    {"status", tuner::KeyStatusName(r->status)}, {"device", key_device[i]},
+                    {"winner", r->winner_config},
                     {"median_ms", r->winner_ms}, {"variants", r->variants}, {"note", r->note},
                     {"compiled", c.compiled}, {"reused", c.reused}, {"benchmarked", c.benchmarked},
                     {"pruned", c.pruned}, {"invalid", c.invalid}, {"failed", c.failed}, {"wall_s", r->wall_s}});

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "trainer/dist/backend.h"
+#include "trainer/dist/buckets.h"
 
 namespace dflash::trainer::dist {
 
@@ -61,7 +62,7 @@ Communicator::~Communicator() {
   }
 }
 
-Status Communicator::Wrap(const std::string& what, const std::function<void()>& collective) {
+Status Communicator::Wrap(const std::string& what, const std::function<void()>& collective, bool sync_device) {
   struct Armed {  // disarmed however the collective ends
     CollectiveDeadline& d;
     ~Armed() { d.Disarm(); }
@@ -70,7 +71,8 @@ Status Communicator::Wrap(const std::string& what, const std::function<void()>& 
   Armed armed{*deadline_};
   try {
     collective();
-    if (device_.is_cuda()) torch::cuda::synchronize(device_.index());  // the deadline covers the GPU's part too
+    // The deadline covers the GPU's part too.
+    if (sync_device && device_.is_cuda()) torch::cuda::synchronize(device_.index());
     return Status::Ok();
   } catch (const std::exception& e) {
     std::string message = e.what();
@@ -99,43 +101,37 @@ Status Communicator::AllReduceSumInPlace(const std::vector<torch::Tensor>& tenso
                              torch::toString(tensors[0].scalar_type()) + " on " + device_.str());
     }
   }
-  // Buckets of consecutive tensors, flattened into one buffer each.
-  struct Bucket {
-    std::size_t begin, end;
-    torch::Tensor flat;
-    c10::intrusive_ptr<c10d::Work> work;
-  };
-  std::vector<Bucket> buckets;
-  const std::int64_t element = static_cast<std::int64_t>(tensors[0].element_size());
-  for (std::size_t i = 0; i < tensors.size();) {
-    std::size_t j = i;
-    std::int64_t bytes = 0;
-    while (j < tensors.size() && (j == i || bytes + tensors[j].numel() * element <= bucket_bytes)) {
-      bytes += tensors[j].numel() * element;
-      ++j;
-    }
-    buckets.push_back({i, j, {}, {}});
-    i = j;
+  // Buckets of consecutive tensors, flattened into one buffer each, all in flight at once.
+  const std::vector<BucketRange> buckets = MakeBuckets(tensors, bucket_bytes);
+  std::vector<torch::Tensor> flats;
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  for (const BucketRange& b : buckets) {
+    flats.push_back(Flatten(tensors, b));
+    DFLASH_ASSIGN_OR_RETURN(auto work, StartAllReduceSum(flats.back()));
+    works.push_back(std::move(work));
   }
-  return Wrap("all-reduce", [&] {
-    torch::NoGradGuard no_grad;
-    for (Bucket& b : buckets) {
-      std::vector<torch::Tensor> parts;
-      for (std::size_t k = b.begin; k < b.end; ++k) parts.push_back(tensors[k].reshape({-1}));
-      b.flat = parts.size() == 1 && tensors[b.begin].is_contiguous() ? parts[0] : torch::cat(parts);
-      std::vector<torch::Tensor> io{b.flat};
-      b.work = backend_->allreduce(io, c10d::AllreduceOptions{});
-    }
-    for (Bucket& b : buckets) {
-      b.work->wait();
-      std::int64_t offset = 0;
-      for (std::size_t k = b.begin; k < b.end; ++k) {
-        const torch::Tensor& t = tensors[k];
-        torch::Tensor part = b.flat.narrow(0, offset, t.numel()).view(t.sizes());
-        if (!part.is_same(t)) t.copy_(part);
-        offset += t.numel();
-      }
-    }
+  DFLASH_RETURN_IF_ERROR(Wait(works, "all-reduce"));
+  for (std::size_t i = 0; i < buckets.size(); ++i) Unflatten(flats[i], tensors, buckets[i]);
+  return Status::Ok();
+}
+
+Result<c10::intrusive_ptr<c10d::Work>> Communicator::StartAllReduceSum(const torch::Tensor& flat) {
+  if (!env_.distributed()) return InvalidArgument("StartAllReduceSum needs several ranks");
+  if (flat.device() != device_ || !flat.is_contiguous()) {
+    return InvalidArgument("all-reduce: the buffer must be contiguous on " + device_.str());
+  }
+  c10::intrusive_ptr<c10d::Work> work;
+  DFLASH_RETURN_IF_ERROR(Wrap("starting an all-reduce", [&] {
+    std::vector<torch::Tensor> io{flat};
+    work = backend_->allreduce(io, c10d::AllreduceOptions{});
+  }, /*sync_device=*/false));
+  return work;
+}
+
+Status Communicator::Wait(const std::vector<c10::intrusive_ptr<c10d::Work>>& works, const std::string& what) {
+  if (!env_.distributed() || works.empty()) return Status::Ok();
+  return Wrap(what, [&] {
+    for (const auto& w : works) w->wait();
   });
 }
 

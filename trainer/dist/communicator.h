@@ -5,7 +5,8 @@
 // (gloo: at once or at the timeout; NCCL: its watchdog at the timeout), never a silent hang; and should the backend
 // not return at all, a CollectiveDeadline (deadline.h) ends the process with exit 2 five seconds after the timeout.
 // A world of 1 needs no store or backend: every call is the identity.
-// Who may call: the Trainer and tests. Thread-safety: one thread.
+// Who may call: the Trainer, GradientSync and tests. Thread-safety: one thread at a time (StartAllReduceSum also from
+// the autograd thread of a backward the owning thread waits for).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -42,6 +43,13 @@ class Communicator {
   // Sums every tensor (on the communicator's device, all of one dtype) over all ranks, in place, through flat
   // buckets of at most `bucket_bytes` (all buckets are in flight at once). Undefined tensors are not allowed.
   Status AllReduceSumInPlace(const std::vector<torch::Tensor>& tensors, std::int64_t bucket_bytes = 25 << 20);
+  // Starts summing `flat` (contiguous, on the communicator's device) over all ranks, in place, and returns at once:
+  // the asynchronous half of an all-reduce, for overlapping it with the backward (GradientSync). Every rank must
+  // start the same sequence of them. Callable from the autograd thread while the calling thread waits in backward().
+  // IoError when the backend refuses.
+  Result<c10::intrusive_ptr<c10d::Work>> StartAllReduceSum(const torch::Tensor& flat);
+  // Waits for started collectives, bounded as every collective (an error names `what`).
+  Status Wait(const std::vector<c10::intrusive_ptr<c10d::Work>>& works, const std::string& what);
   // Overwrites every tensor with rank `root`'s values.
   Status Broadcast(const std::vector<torch::Tensor>& tensors, int root = 0);
   // Every rank's `mine`, indexed by rank (through the store: any length, any bytes).
@@ -49,7 +57,8 @@ class Communicator {
 
  private:
   Communicator(const RankEnv& env, torch::Device device) : env_(env), device_(device) {}
-  Status Wrap(const std::string& what, const std::function<void()>& collective);
+  // Runs `collective` under the deadline (then synchronises the device unless told not to); errors name `what`.
+  Status Wrap(const std::string& what, const std::function<void()>& collective, bool sync_device = true);
 
   RankEnv env_;
   torch::Device device_;

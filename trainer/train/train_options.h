@@ -50,6 +50,7 @@ struct TrainOptions {
   KernelBackend kernels = KernelBackend::kAuto;
   std::filesystem::path cache_dir;        // kernel cache (default: $DFLASH_CACHE_DIR or ~/.cache/dflash-tune)
   bool tune_missing = false;
+  std::int64_t target_device_offset = 0;  // > 0: the target on cuda:(drafter's GPU + this) (dist/placement.h)
   // Checkpoints and logging.
   std::int64_t save_every = 0;            // optimizer steps; 0: only at the end
   std::int64_t keep_checkpoints = 3;

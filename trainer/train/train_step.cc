@@ -20,7 +20,8 @@ Result<RowResult> TrainRow(const data::Row& row, const TargetModel& target, cons
                            const RowStepOptions& options) {
   const auto T = static_cast<std::int64_t>(row.num_tokens);
   if (T < 2) return InvalidArgument("a training row needs at least 2 real tokens, this one has " + std::to_string(T));
-  const torch::Device device = target.options().device;
+  const torch::Device target_device = target.options().device;
+  const torch::Device device = options.drafter_device.value_or(target_device);
   const DrafterConfig& dc = drafter.config();
   const std::span<const std::int32_t> ids(row.input_ids.data(), T);
   const std::span<const std::uint8_t> loss_mask(row.loss_mask.data(), T);
@@ -45,12 +46,14 @@ Result<RowResult> TrainRow(const data::Row& row, const TargetModel& target, cons
                 : torch::from_blob(const_cast<std::int32_t*>(row.cu_seqlens.data()),
                                    {static_cast<std::int64_t>(row.cu_seqlens.size())}, torch::kInt32).clone();
   const torch::Tensor input_ids =
-      ToTensor(std::span<const std::int32_t>(row.input_ids.data(), context_len), torch::kLong, device);
+      ToTensor(std::span<const std::int32_t>(row.input_ids.data(), context_len), torch::kLong, target_device);
   torch::Tensor features;
   {
     torch::NoGradGuard no_grad;
-    features = target.Features(input_ids, cu_seqlens, ops);
+    features = target.Features(input_ids, cu_seqlens, ops).to(device);  // GPU to GPU when in pairs
   }
+  const torch::Tensor& embed = options.embed_tokens.defined() ? options.embed_tokens : target.embed_tokens();
+  const torch::Tensor& lm_head = options.lm_head.defined() ? options.lm_head : target.lm_head();
 
   DraftMask mask;
   mask.anchors = ToTensor(blocks.anchors, torch::kInt32, device);
@@ -73,8 +76,8 @@ Result<RowResult> TrainRow(const data::Row& row, const TargetModel& target, cons
   std::optional<torch::NoGradGuard> no_grad;
   if (!options.backward) no_grad.emplace();
   const torch::Tensor hidden = drafter.Forward(features, block_tokens, block_positions, context_positions, mask,
-                                               target.embed_tokens(), options.compute_dtype, ops);
-  BlockLossResult loss = ChunkedBlockLoss(hidden, target.lm_head(), labels, weights, options.loss_chunk_rows);
+                                               embed, options.compute_dtype, ops);
+  BlockLossResult loss = ChunkedBlockLoss(hidden, lm_head, labels, weights, options.loss_chunk_rows);
   if (options.backward && targets.weight_sum > 0) loss.weighted_ce_sum.backward();
   result.weighted_ce = loss.weighted_ce_sum.item<double>();
 

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "cache/status.h"
@@ -29,6 +30,11 @@ struct RowStepOptions {
   // the same shapes and hits the same tuned kernel keys (the cached-kernel backend needs that). Exact either way:
   // padding follows the real tokens, so causal layers never let it reach them, and no anchor sees it.
   bool fixed_shapes = false;
+  // Target and drafter in pairs (--target-device-offset, dist/placement.h): the drafter's side of the row runs on
+  // `drafter_device` (the features move there from the target's device), with `embed_tokens` and `lm_head` the
+  // target's frozen tensors already copied to it. Unset / undefined: the target's device and tensors.
+  std::optional<torch::Device> drafter_device;
+  torch::Tensor embed_tokens, lm_head;
 };
 
 struct RowResult {

@@ -9,7 +9,9 @@
 
 #include "trainer/data/anchors.h"
 #include "trainer/data/jsonl_dataset.h"
+#include "trainer/dist/placement.h"
 #include "trainer/ops/cached_kernel_ops.h"
+#include "trainer/train/device_routed_ops.h"
 #include "trainer/train/ops_setup.h"
 #include "trainer/train/train_checkpoint.h"
 #include "trainer/train/train_step.h"
@@ -75,10 +77,14 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, std:
     return InvalidArgument("--lr must be > 0, --warmup in [0, 1], --max-grad-norm >= 0");
   }
   if (o.dist_timeout_s < 1 || o.bucket_mb < 1) return InvalidArgument("--dist-timeout and --bucket-mb must be >= 1");
+  if (o.target_device_offset < 0) {
+    return InvalidArgument("--target-device-offset must be >= 0 (0: the target on the drafter's GPU)");
+  }
   std::unique_ptr<Trainer> t(new Trainer(options, log));
   DFLASH_ASSIGN_OR_RETURN(RunDevice device, ResolveDevice(o));
   t->device_ = device.device;
   t->compute_dtype_ = device.compute_dtype;
+  DFLASH_RETURN_IF_ERROR(t->PlaceTarget(env));
   DFLASH_ASSIGN_OR_RETURN(t->comm_, dist::Communicator::Create(env, t->device_,
                                                                std::chrono::seconds(o.dist_timeout_s)));
   t->shard_ = {env.rank, env.world_size, o.batch_size * o.grad_accum};
@@ -86,6 +92,10 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, std:
     log << "data parallel: rank " << env.rank << " of " << env.world_size << " (local rank " << env.local_rank
         << ") on " << t->device_.str() << ", " << (t->device_.is_cuda() ? "NCCL" : "gloo") << " through "
         << env.master_addr << ":" << env.master_port << ", timeout " << o.dist_timeout_s << " s\n";
+  }
+  if (t->target_device_ != t->device_) {
+    log << "placement: drafter on " << t->device_.str() << ", target on " << t->target_device_.str()
+        << " (--target-device-offset " << o.target_device_offset << ": features move GPU to GPU)\n";
   }
 
   // Models.
@@ -108,7 +118,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, std:
     return InvalidArgument("the drafter's hidden_size must equal the target's (it uses the target's embedding)");
   }
   TargetLoadOptions target_options;
-  target_options.device = t->device_;
+  target_options.device = t->target_device_;
   target_options.dtype = device.device.is_cuda() ? torch::kBFloat16 : t->compute_dtype_;
   target_options.taps = taps;
   log << "target: " << (random_target ? "random, shaped as " + o.random_target.string() : o.target_dir.string())
@@ -123,7 +133,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, std:
     } catch (const c10::Error& e) {
       return InvalidArgument("--random-target " + o.random_target.string() + ": " + e.what_without_backtrace());
     }
-    log << "target: random weights drawn on " << t->device_.str() << " in " << Seconds(start) << " s\n";
+    log << "target: random weights drawn on " << t->target_device_.str() << " in " << Seconds(start) << " s\n";
   } else {
     DFLASH_ASSIGN_OR_RETURN(t->target_, TargetModel::Load(o.target_dir, target_options));
   }
@@ -141,10 +151,24 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, std:
   log << "drafter: " << drafter_config.num_hidden_layers << " layers, hidden " << drafter_config.hidden_size << ", "
       << num_params << " trainable parameters (fp32 masters), compute " << torch::toString(t->compute_dtype_)
       << " on " << t->device_.str() << "\n";
-  DFLASH_ASSIGN_OR_RETURN(OpsBackend backend, MakeOps(o, device, target_config, drafter_config, log));
+  DFLASH_ASSIGN_OR_RETURN(OpsBackend backend, MakeOps(o, RunDevice{t->device_, t->compute_dtype_}, target_config,
+                                                       drafter_config, log));
   t->fixed_shapes_ = backend.cache != nullptr;
   t->kernel_cache_ = std::move(backend.cache);
   t->ops_ = std::move(backend.ops);
+  if (t->target_device_ != t->device_) {
+    log << "target ops on " << t->target_device_.str() << ":\n";
+    DFLASH_ASSIGN_OR_RETURN(OpsBackend target_backend,
+                            MakeOps(o, RunDevice{t->target_device_, t->compute_dtype_}, target_config,
+                                    drafter_config, log));
+    t->target_kernel_cache_ = std::move(target_backend.cache);
+    t->target_ops_ = std::move(target_backend.ops);
+    t->routed_ops_ = std::make_unique<DeviceRoutedOps>(*t->ops_, t->device_, *t->target_ops_, t->target_device_);
+    torch::NoGradGuard no_grad;
+    t->head_embed_ = t->target_->embed_tokens().to(t->device_);
+    t->head_lm_ = t->target_->lm_head().is_same(t->target_->embed_tokens()) ? t->head_embed_
+                                                                             : t->target_->lm_head().to(t->device_);
+  }
   DFLASH_RETURN_IF_ERROR(t->AgreeOnKernels(target_config, drafter_config));
 
   // Data and schedule.
@@ -194,6 +218,11 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, std:
   std::vector<torch::Tensor> weights;
   for (const auto& [name, p] : t->drafter_->named_parameters()) weights.push_back(p);
   DFLASH_RETURN_IF_ERROR(t->comm_->Broadcast(weights, 0));
+  if (env.distributed()) {
+    std::vector<torch::Tensor> params;
+    for (const auto& [name, p] : t->drafter_->named_parameters()) params.push_back(p);
+    t->grad_sync_ = std::make_unique<dist::GradientSync>(*t->comm_, std::move(params), o.bucket_mb << 20);
+  }
   if (env.is_main()) {
     DFLASH_ASSIGN_OR_RETURN(auto metrics_log, MetricsLog::Open(o.output_dir / "metrics.jsonl"));
     t->metrics_log_ = std::make_unique<MetricsLog>(std::move(metrics_log));
@@ -209,6 +238,13 @@ Status Trainer::TakeStep() {
   row_options.compute_dtype = compute_dtype_;
   row_options.loss_chunk_rows = options_.loss_chunk_rows;
   row_options.fixed_shapes = fixed_shapes_;
+  if (target_device_ != device_) {
+    row_options.drafter_device = device_;
+    row_options.embed_tokens = head_embed_;
+    row_options.lm_head = head_lm_;
+  }
+  // This rank's last row of the step: its backward overlaps the gradient all-reduce (earlier rows accumulate).
+  const std::int64_t last_owned = shard_.global_rows() - shard_.world_size + shard_.rank;
   double weighted_ce = 0, weight_sum = 0;
   std::int64_t tokens = 0, labelled = 0, correct = 0;
   const int block_size = static_cast<int>(drafter_->config().block_size);
@@ -222,9 +258,10 @@ Status Trainer::TakeStep() {
     ++rows_done_;
     if (!shard_.Owns(i)) continue;
     if (row.num_tokens < 2) continue;  // nothing to predict; the row still counts (resume stays exact)
+    if (grad_sync_ && i == last_owned) grad_sync_->Arm();
     Result<RowResult> row_result = InvalidArgument("unset");
     try {
-      row_result = TrainRow(row, *target_, *drafter_, *ops_, row_options);
+      row_result = TrainRow(row, *target_, *drafter_, RowOps(), row_options);
     } catch (const c10::Error& e) {  // TORCH_CHECKs of the models and ops (a missing kernel key, a shape)
       return Internal(e.what_without_backtrace());
     }
@@ -235,6 +272,15 @@ Status Trainer::TakeStep() {
     labelled += r.labelled;
     correct += r.correct;
     for (int a : r.accept_lengths) accept_histogram[static_cast<std::size_t>(std::clamp(a, 0, block_size))] += 1;
+  }
+  // The gradients summed over the ranks (the buckets the last backward did not start start now, in order).
+  if (grad_sync_) {
+    DFLASH_RETURN_IF_ERROR(grad_sync_->Finish());
+    if (!stepped_in_process_ && comm_->env().is_main()) {
+      log_ << "data parallel: gradient all-reduce in " << grad_sync_->num_buckets() << " bucket(s) of <= "
+           << options_.bucket_mb << " MiB, " << grad_sync_->started_in_backward()
+           << " started during the backward of the first step\n";
+    }
   }
   // The global batch: sums over the ranks (the stop request too, so that all ranks stop after the same step).
   std::vector<double> sums = {weighted_ce, weight_sum, double(tokens), double(labelled), double(correct),
@@ -249,7 +295,6 @@ Status Trainer::TakeStep() {
   stop_agreed_ = sums[5] > 0;
   std::vector<int> accepts;
   for (int a = 0; a <= block_size; ++a) accepts.insert(accepts.end(), static_cast<std::size_t>(sums[6 + a]), a);
-  if (weight_sum > 0) DFLASH_RETURN_IF_ERROR(AllReduceGradients());
   const auto params = drafter_->named_parameters();
   ScaleGradients(params, weight_sum);
   const double grad_norm = ClipGradNorm(params, options_.max_grad_norm);
@@ -279,25 +324,19 @@ Status Trainer::TakeStep() {
   return metrics_log_ ? metrics_log_->Write(m.ToJson()) : Status::Ok();
 }
 
-Status Trainer::AllReduceGradients() {
-  if (comm_->world_size() == 1) return Status::Ok();
-  std::vector<torch::Tensor> grads;
-  for (const auto& [name, p] : drafter_->named_parameters()) {
-    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);  // this rank's rows had no weight
-    grads.push_back(p.grad());
+Status Trainer::PlaceTarget(const dist::RankEnv& env) {
+  target_device_ = device_;
+  if (options_.target_device_offset == 0) return Status::Ok();
+  if (!device_.is_cuda()) {
+    return InvalidArgument("--target-device-offset " + std::to_string(options_.target_device_offset) +
+                           " places the target on another GPU: it needs a GPU run (--device cuda)");
   }
-  // One all-reduce per dtype (the fp32 masters: one), in buckets.
-  std::vector<torch::ScalarType> dtypes;
-  for (const auto& g : grads) {
-    if (std::find(dtypes.begin(), dtypes.end(), g.scalar_type()) == dtypes.end()) dtypes.push_back(g.scalar_type());
-  }
-  for (const auto dtype : dtypes) {
-    std::vector<torch::Tensor> group;
-    for (const auto& g : grads) {
-      if (g.scalar_type() == dtype) group.push_back(g);
-    }
-    DFLASH_RETURN_IF_ERROR(comm_->AllReduceSumInPlace(group, options_.bucket_mb << 20));
-  }
+  DFLASH_ASSIGN_OR_RETURN(dist::Placement placement,
+                          dist::PlaceModels(device_.has_index() ? device_.index() : 0, env.local_world_size,
+                                            static_cast<int>(options_.target_device_offset),
+                                            static_cast<int>(torch::cuda::device_count())));
+  device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(placement.drafter_device));
+  target_device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(placement.target_device));
   return Status::Ok();
 }
 

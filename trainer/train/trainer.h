@@ -7,7 +7,10 @@
 // Data parallelism (trainer/dist): started as one of several ranks (torchrun environment), each rank trains its
 // shard of every step's rows (dist/shard.h) on cuda:LOCAL_RANK, the step's statistics and gradients are summed over
 // the ranks before the loss normalisation, clipping and AdamW (identical on every rank), the ranks agree on every
-// cached kernel before the first step, and rank 0 alone writes metrics and checkpoints.
+// cached kernel before the first step, and rank 0 alone writes metrics and checkpoints. The gradient all-reduce is
+// bucketed and overlapped with the backward of each step's last row (dist/grad_sync.h).
+// Placement (dist/placement.h): the target on the drafter's GPU, or with --target-device-offset K on the GPU K
+// further (its cached kernels from a second CachedKernelOps on that device, its features moved GPU to GPU).
 // Who may call: tools/dflash_train and tests. Thread-safety: one thread.
 #pragma once
 
@@ -18,6 +21,7 @@
 #include "cache/kernel_cache.h"
 #include "trainer/data/batcher.h"
 #include "trainer/dist/communicator.h"
+#include "trainer/dist/grad_sync.h"
 #include "trainer/dist/rank_env.h"
 #include "trainer/dist/shard.h"
 #include "trainer/models/drafter.h"
@@ -62,21 +66,29 @@ class Trainer {
   Status Save();
   // Data parallelism: every rank must run the same kernels (entry digests and cubin checksums all-gathered).
   Status AgreeOnKernels(const TargetConfig& target, const DrafterConfig& drafter);
-  // Sums the gradients over the ranks (an undefined gradient counts as zeros).
-  Status AllReduceGradients();
+  // Places the target on its own GPU when --target-device-offset asks (sets target_device_).
+  Status PlaceTarget(const dist::RankEnv& env);
+  // The Ops a row runs on: the drafter's, or the pair routed by device.
+  Ops& RowOps() { return routed_ops_ ? *routed_ops_ : *ops_; }
 
   TrainOptions options_;
   std::ostream& log_;
   torch::Device device_ = torch::kCPU;
   torch::Dtype compute_dtype_ = torch::kFloat;
+  torch::Device target_device_ = torch::kCPU;  // device_ unless in pairs
   std::unique_ptr<TargetModel> target_;
   std::unique_ptr<Drafter> drafter_;
   std::unique_ptr<cache::KernelCache> kernel_cache_;  // what the cached kernels were loaded from (GPU runs)
-  std::unique_ptr<Ops> ops_;
+  std::unique_ptr<Ops> ops_;                          // the drafter's device (and the target's, unless in pairs)
+  std::unique_ptr<cache::KernelCache> target_kernel_cache_;  // in pairs: the target's device's backend
+  std::unique_ptr<Ops> target_ops_;
+  std::unique_ptr<Ops> routed_ops_;
+  torch::Tensor head_embed_, head_lm_;                // in pairs: the target's embedding and lm_head on device_
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<data::Batcher> batcher_;
   std::unique_ptr<MetricsLog> metrics_log_;   // rank 0 only
   std::unique_ptr<dist::Communicator> comm_;  // world of 1: every collective is the identity
+  std::unique_ptr<dist::GradientSync> grad_sync_;  // several ranks only
   dist::StepShard shard_;
   bool stop_agreed_ = false;      // some rank was asked to stop during the last step: all ranks stop after it
   LrSchedule schedule_;
