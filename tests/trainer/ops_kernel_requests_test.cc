@@ -101,6 +101,10 @@ TEST(KernelRequests, PackedRowsUseTheDocBoundVariantOfTheDraftAttention) {
   EXPECT_EQ(packed[0].problem["doc_bound"], true);
   EXPECT_EQ(packed[1].problem["doc_bound"], true);
   EXPECT_FALSE(padded[0].problem.contains("doc_bound"));
+  // The provenance table and errors say which keys are the packed rows'.
+  EXPECT_EQ(packed[1].operation, "draft_attention (packed rows) backward");
+  EXPECT_EQ(padded[1].operation, "draft_attention backward");
+  EXPECT_EQ(KernelRequestsFor(OpShape::Conv1d(512, 256, 3))[0].operation, "conv1d (packed rows)");
   EXPECT_NE(BucketKey(*packed[1].family, packed[1].problem), BucketKey(*padded[1].family, padded[1].problem));
 }
 

@@ -78,8 +78,21 @@ OpShape OpShape::GatedDeltaRule(std::int64_t tokens, int heads, int value_heads,
   return s;
 }
 
+namespace {
+// True when the shape is a packed row's (several documents), which the provenance table and errors say.
+bool PackedRows(const OpShape& shape) {
+  switch (shape.op) {
+    case OpKind::kDraftAttention: return shape.attention.doc_bound;
+    case OpKind::kCausalAttention: return shape.attention.mask == dflash_attn::kMaskDocCausal;
+    case OpKind::kConv1d: return shape.conv1d.num_seqs > 1;
+    case OpKind::kGatedDeltaRule: return shape.gdn.num_seqs > 1;
+  }
+  return false;
+}
+}  // namespace
+
 std::vector<KernelRequest> KernelRequestsFor(const OpShape& shape) {
-  const std::string op = OpName(shape.op);
+  const std::string op = std::string(OpName(shape.op)) + (PackedRows(shape) ? " (packed rows)" : "");
   switch (shape.op) {
     case OpKind::kDraftAttention:
       return {{op + " forward", &attention::ForwardFamily(), attention::ToJson(shape.attention)},

@@ -51,7 +51,7 @@ struct OpShape {
 };
 
 struct KernelRequest {
-  std::string operation;  // "draft_attention forward", ...
+  std::string operation;  // "draft_attention forward", "conv1d (packed rows)", ...
   const tuner::KernelFamily* family = nullptr;
   tuner::Problem problem;
 };

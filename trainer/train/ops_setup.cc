@@ -75,11 +75,11 @@ namespace {
 void PrintProvenance(std::ostream& log, const std::vector<KernelUse>& uses) {
   log << "kernels: tuned winners from the cache (no JIT, no autotuning at training time)\n";
   char line[320];
-  std::snprintf(line, sizeof line, "  %-30s %-14s %-12s %10s  %s\n", "operation", "family", "entry", "tuned ms",
+  std::snprintf(line, sizeof line, "  %-40s %-14s %-12s %10s  %s\n", "operation", "family", "entry", "tuned ms",
                 "variant");
   log << line;
   for (const auto& u : uses) {
-    std::snprintf(line, sizeof line, "  %-30s %-14s %-12s %10.4f  %s\n", u.operation.c_str(), u.family.c_str(),
+    std::snprintf(line, sizeof line, "  %-40s %-14s %-12s %10.4f  %s\n", u.operation.c_str(), u.family.c_str(),
                   u.key_digest.substr(0, 12).c_str(), u.tuned_ms, u.config.c_str());
     log << line;
   }
