@@ -219,9 +219,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, std:
   for (const auto& [name, p] : t->drafter_->named_parameters()) weights.push_back(p);
   DFLASH_RETURN_IF_ERROR(t->comm_->Broadcast(weights, 0));
   if (env.distributed()) {
-    std::vector<torch::Tensor> params;
-    for (const auto& [name, p] : t->drafter_->named_parameters()) params.push_back(p);
-    t->grad_sync_ = std::make_unique<dist::GradientSync>(*t->comm_, std::move(params), o.bucket_mb << 20);
+    t->grad_sync_ = std::make_unique<dist::GradientSync>(*t->comm_, std::move(weights), o.bucket_mb << 20);
   }
   if (env.is_main()) {
     DFLASH_ASSIGN_OR_RETURN(auto metrics_log, MetricsLog::Open(o.output_dir / "metrics.jsonl"));
