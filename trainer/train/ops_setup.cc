@@ -44,10 +44,8 @@ Result<RunDevice> ResolveDevice(const TrainOptions& options) {
   return out;
 }
 
-std::vector<OpShape> RunOpShapes(const TrainOptions& o, const TargetConfig& t, const DrafterConfig& d) {
-  std::vector<OpShape> shapes;
-  const bool packed = o.row_mode == data::RowMode::kPack;
-  const std::int64_t docs = packed ? kMinPackedDocs : 1;
+namespace {
+void AddTargetShapes(const TrainOptions& o, const TargetConfig& t, std::int64_t docs, std::vector<OpShape>& shapes) {
   if (t.arch == TargetArch::kQwen3_5Hybrid) {
     const std::int64_t channels = 2 * t.linear_num_key_heads * t.linear_key_head_dim +
                                   t.linear_num_value_heads * t.linear_value_head_dim;
@@ -57,6 +55,9 @@ std::vector<OpShape> RunOpShapes(const TrainOptions& o, const TargetConfig& t, c
   }
   shapes.push_back(OpShape::CausalAttention(o.max_length, docs, t.num_attention_heads, t.num_key_value_heads,
                                             t.head_dim));
+}
+
+void AddDrafterShapes(const TrainOptions& o, const DrafterConfig& d, bool packed, std::vector<OpShape>& shapes) {
   bool full = false, sliding = false;
   for (auto kind : d.layer_kinds) (kind == DrafterLayerKind::kFullAttention ? full : sliding) = true;
   if (d.layer_kinds.empty()) full = true;
@@ -68,10 +69,8 @@ std::vector<OpShape> RunOpShapes(const TrainOptions& o, const TargetConfig& t, c
     shapes.push_back(OpShape::DraftAttention(o.max_length, o.num_anchors, d.block_size, *d.sliding_window,
                                              d.num_attention_heads, d.num_key_value_heads, d.head_dim, packed));
   }
-  return shapes;
 }
 
-namespace {
 void PrintProvenance(std::ostream& log, const std::vector<KernelUse>& uses) {
   log << "kernels: tuned winners from the cache (no JIT, no autotuning at training time)\n";
   char line[320];
@@ -86,8 +85,17 @@ void PrintProvenance(std::ostream& log, const std::vector<KernelUse>& uses) {
 }
 }  // namespace
 
+std::vector<OpShape> RunOpShapes(const TrainOptions& o, const TargetConfig& t, const DrafterConfig& d, OpSide side) {
+  std::vector<OpShape> shapes;
+  const bool packed = o.row_mode == data::RowMode::kPack;
+  const std::int64_t docs = packed ? kMinPackedDocs : 1;
+  if (side != OpSide::kDrafter) AddTargetShapes(o, t, docs, shapes);
+  if (side != OpSide::kTarget) AddDrafterShapes(o, d, packed, shapes);
+  return shapes;
+}
+
 Result<OpsBackend> MakeOps(const TrainOptions& options, const RunDevice& device, const TargetConfig& target,
-                           const DrafterConfig& drafter, std::ostream& log) {
+                           const DrafterConfig& drafter, OpSide side, std::ostream& log) {
   const bool cached = options.kernels == KernelBackend::kCached ||
                       (options.kernels == KernelBackend::kAuto && device.device.is_cuda());
   OpsBackend backend;
@@ -110,11 +118,12 @@ Result<OpsBackend> MakeOps(const TrainOptions& options, const RunDevice& device,
   }
   backend.cache = std::move(*opened);
   DFLASH_ASSIGN_OR_RETURN(auto ops, CachedKernelOps::Create(*backend.cache, device.device.index()));
-  const auto shapes = RunOpShapes(options, target, drafter);
+  const auto shapes = RunOpShapes(options, target, drafter, side);
   Result<std::vector<KernelUse>> uses = options.tune_missing ? ops->TuneMissing(shapes, tuner::TuneOptions{})
                                                              : ops->Prepare(shapes);
   if (!uses.ok()) return uses.status();
   PrintProvenance(log, *uses);
+  backend.uses = std::move(*uses);
   backend.ops = std::move(ops);
   return backend;
 }

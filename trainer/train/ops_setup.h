@@ -12,6 +12,7 @@
 #include "cache/status.h"
 #include "trainer/checkpoint/model_config.h"
 #include "cache/kernel_cache.h"
+#include "trainer/ops/cached_kernel_ops.h"
 #include "trainer/ops/kernel_requests.h"
 #include "trainer/ops/ops.h"
 #include "trainer/train/train_options.h"
@@ -31,13 +32,20 @@ Result<RunDevice> ResolveDevice(const TrainOptions& options);
 struct OpsBackend {
   std::unique_ptr<cache::KernelCache> cache;  // null for the reference backend
   std::unique_ptr<Ops> ops;
+  std::vector<KernelUse> uses;  // the cached kernels it resolved (the provenance table); empty for the reference
 };
 
-// The kernel shapes a run with these options launches (rows of up to max_length tokens, num_anchors blocks).
-std::vector<OpShape> RunOpShapes(const TrainOptions& options, const TargetConfig& target,
-                                 const DrafterConfig& drafter);
+// Which model's operations a backend serves: both (one GPU), or one side of a target / drafter pair of GPUs
+// (--target-device-offset): the target runs conv1d, gated delta rule and causal attention; the drafter its attention.
+enum class OpSide { kBoth, kTarget, kDrafter };
 
+// The kernel shapes a run with these options launches (rows of up to max_length tokens, num_anchors blocks), those
+// of `side` only.
+std::vector<OpShape> RunOpShapes(const TrainOptions& options, const TargetConfig& target,
+                                 const DrafterConfig& drafter, OpSide side = OpSide::kBoth);
+
+// The backend for `device`, resolving (or with --tune-missing, tuning) the cached kernels of `side`'s shapes.
 Result<OpsBackend> MakeOps(const TrainOptions& options, const RunDevice& device, const TargetConfig& target,
-                           const DrafterConfig& drafter, std::ostream& log);
+                           const DrafterConfig& drafter, OpSide side, std::ostream& log);
 
 }  // namespace dflash::trainer

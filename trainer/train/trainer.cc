@@ -10,7 +10,6 @@
 #include "trainer/data/anchors.h"
 #include "trainer/data/jsonl_dataset.h"
 #include "trainer/dist/placement.h"
-#include "trainer/ops/cached_kernel_ops.h"
 #include "trainer/train/device_routed_ops.h"
 #include "trainer/train/ops_setup.h"
 #include "trainer/train/train_checkpoint.h"
@@ -151,16 +150,20 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, std:
   log << "drafter: " << drafter_config.num_hidden_layers << " layers, hidden " << drafter_config.hidden_size << ", "
       << num_params << " trainable parameters (fp32 masters), compute " << torch::toString(t->compute_dtype_)
       << " on " << t->device_.str() << "\n";
+  const bool pairs = t->target_device_ != t->device_;  // target and drafter on two GPUs: one backend per side
   DFLASH_ASSIGN_OR_RETURN(OpsBackend backend, MakeOps(o, RunDevice{t->device_, t->compute_dtype_}, target_config,
-                                                       drafter_config, log));
+                                                       drafter_config, pairs ? OpSide::kDrafter : OpSide::kBoth,
+                                                       log));
   t->fixed_shapes_ = backend.cache != nullptr;
+  t->kernel_uses_ = std::move(backend.uses);
   t->kernel_cache_ = std::move(backend.cache);
   t->ops_ = std::move(backend.ops);
-  if (t->target_device_ != t->device_) {
+  if (pairs) {
     log << "target ops on " << t->target_device_.str() << ":\n";
     DFLASH_ASSIGN_OR_RETURN(OpsBackend target_backend,
                             MakeOps(o, RunDevice{t->target_device_, t->compute_dtype_}, target_config,
-                                    drafter_config, log));
+                                    drafter_config, OpSide::kTarget, log));
+    t->kernel_uses_.insert(t->kernel_uses_.end(), target_backend.uses.begin(), target_backend.uses.end());
     t->target_kernel_cache_ = std::move(target_backend.cache);
     t->target_ops_ = std::move(target_backend.ops);
     t->routed_ops_ = std::make_unique<DeviceRoutedOps>(*t->ops_, t->device_, *t->target_ops_, t->target_device_);
@@ -169,7 +172,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, std:
     t->head_lm_ = t->target_->lm_head().is_same(t->target_->embed_tokens()) ? t->head_embed_
                                                                              : t->target_->lm_head().to(t->device_);
   }
-  DFLASH_RETURN_IF_ERROR(t->AgreeOnKernels(target_config, drafter_config));
+  DFLASH_RETURN_IF_ERROR(t->AgreeOnKernels());
 
   // Data and schedule.
   DFLASH_ASSIGN_OR_RETURN(auto dataset, data::JsonlDataset::Open(o.data));
@@ -338,15 +341,12 @@ Status Trainer::PlaceTarget(const dist::RankEnv& env) {
   return Status::Ok();
 }
 
-Status Trainer::AgreeOnKernels(const TargetConfig& target, const DrafterConfig& drafter) {
+Status Trainer::AgreeOnKernels() {
   if (comm_->world_size() == 1) return Status::Ok();
-  // This rank's kernels: every cached entry it resolved (digest and cubin checksum), or the reference backend.
-  std::string mine = "reference operations";
-  if (auto* cached = dynamic_cast<CachedKernelOps*>(ops_.get())) {
-    DFLASH_ASSIGN_OR_RETURN(std::vector<KernelUse> uses, cached->Prepare(RunOpShapes(options_, target, drafter)));
-    mine.clear();
-    for (const auto& u : uses) mine += u.operation + ": " + u.family + " entry " + u.key_digest + " cubin " +
-                                       u.cubin_sha256 + "\n";
+  // This rank's kernels: every cached entry its backends resolved (digest and cubin checksum), or the reference.
+  std::string mine = kernel_uses_.empty() ? "reference operations" : "";
+  for (const auto& u : kernel_uses_) {
+    mine += u.operation + ": " + u.family + " entry " + u.key_digest + " cubin " + u.cubin_sha256 + "\n";
   }
   DFLASH_ASSIGN_OR_RETURN(std::vector<std::string> all, comm_->AllGatherStrings(mine));
   for (std::size_t r = 1; r < all.size(); ++r) {

@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <ostream>
+#include <vector>
 
 #include "cache/status.h"
 #include "cache/kernel_cache.h"
@@ -30,6 +31,7 @@
 #include "trainer/train/adamw.h"
 #include "trainer/train/lr_schedule.h"
 #include "trainer/train/metrics.h"
+#include "trainer/train/ops_setup.h"
 #include "trainer/train/train_options.h"
 
 namespace dflash::trainer {
@@ -65,7 +67,7 @@ class Trainer {
   Status TakeStep();
   Status Save();
   // Data parallelism: every rank must run the same kernels (entry digests and cubin checksums all-gathered).
-  Status AgreeOnKernels(const TargetConfig& target, const DrafterConfig& drafter);
+  Status AgreeOnKernels();
   // Places the target on its own GPU when --target-device-offset asks (sets target_device_).
   Status PlaceTarget(const dist::RankEnv& env);
   // The Ops a row runs on: the drafter's, or the pair routed by device.
@@ -83,6 +85,7 @@ class Trainer {
   std::unique_ptr<cache::KernelCache> target_kernel_cache_;  // in pairs: the target's device's backend
   std::unique_ptr<Ops> target_ops_;
   std::unique_ptr<Ops> routed_ops_;
+  std::vector<KernelUse> kernel_uses_;  // the cached kernels of both backends (rank agreement); empty: reference
   torch::Tensor head_embed_, head_lm_;                // in pairs: the target's embedding and lm_head on device_
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<data::Batcher> batcher_;
