@@ -125,6 +125,11 @@ __global__ void __launch_bounds__(NWARPS * 32, 1)  // min 1 block/SM: else ptxas
       if (kOTiles % NWARPS == 0 || tt < kOTiles) {
         const int m0 = (tt / kTilesN) * 16, n0 = (tt % kTilesN) * 16;
         float acc_v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        __nv_bfloat162 up[4];  // U read before the products: its latency hides under them
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          up[j] = *reinterpret_cast<const __nv_bfloat162*>(us + tile_row(m0, j) * LDH + tile_col(n0, j));
+        }
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc_o[i][j] = 0.f;
         warp_tile_mma<kDim, false, true>(acc_v, wsm, LD, hb, LDH, m0, n0);
@@ -134,9 +139,8 @@ __global__ void __launch_bounds__(NWARPS * 32, 1)  // min 1 block/SM: else ptxas
           const int r = tile_row(m0, j), c = tile_col(n0, j);
           float v0 = 0.f, v1 = 0.f;
           if (r < len) {
-            const __nv_bfloat162 up = *reinterpret_cast<const __nv_bfloat162*>(us + r * LDH + c);
-            v0 = __low2float(up) - acc_v[2 * j];
-            v1 = __high2float(up) - acc_v[2 * j + 1];
+            v0 = __low2float(up[j]) - acc_v[2 * j];
+            v1 = __high2float(up[j]) - acc_v[2 * j + 1];
           }
           store_bf16x2(vn + r * LDH + c, v0, v1);
         }

@@ -13,7 +13,7 @@
 namespace gdn {
 
 template <int C, int BV, int NWARPS>
-__global__ void __launch_bounds__(NWARPS * 32)
+__global__ void __launch_bounds__(NWARPS * 32, 2)  // register cap 255 / 128 (4 / 8 warps): no sm_120 spills
     gdn_chunk_output(const bf16* __restrict__ q, long long q_st, long long q_sh,  //
                      const bf16* __restrict__ k, long long k_st, long long k_sh,  //
                      const float* __restrict__ gcum, const bf16* __restrict__ hbuf, const bf16* __restrict__ vnew,

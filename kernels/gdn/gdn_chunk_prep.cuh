@@ -20,72 +20,105 @@
 
 namespace gdn {
 
-// T = (I + L)^-1 in place for a strictly lower C x C fp32 matrix L in shared memory (row stride ld; diagonal
-// and upper part stored as 0): afterwards the strictly lower part holds T's (T has a unit diagonal).
-// Diagonal 16 x 16 blocks by forward substitution, one warp each; then block-row by block-row:
-// T_ij = -T_ii sum_{k=j}^{i-1} L_ik T_kj. Called by all threads; ends with a barrier.
+// T = (I + L)^-1 in place for a strictly lower C x C fp32 matrix L in shared memory (row stride ld, a multiple
+// of 4; diagonal and upper part stored as 0): afterwards the strictly lower part holds T's (T has a unit
+// diagonal), the rest stays 0. All fp32, every loop with a compile-time trip count (session 6; the former
+// row-by-row substitution with two __syncwarp per row was half of gdn_chunk_prep's stall samples):
+// 1. Diagonal 16 x 16 blocks: thread p < C owns column p % 16 of block p / 16 and solves (I + L_bb) x = e_j by
+//    forward substitution in 16 registers (L read as warp broadcasts), then writes x below the diagonal.
+// 2. Block rows i = 1 .. C/16 - 1: R = L_i,<i (I + T_<i,<i) (the strictly lower T of the rows above, already in
+//    place), then T_i,<i = -(I + T_ii) R; each thread computes 4 adjacent columns (float4 loads of T / R rows).
+// Called by all threads; ends with a barrier.
+__device__ __forceinline__ void fma4(float l, float4 t, float4& acc) {
+  acc.x = fmaf(l, t.x, acc.x);
+  acc.y = fmaf(l, t.y, acc.y);
+  acc.z = fmaf(l, t.z, acc.z);
+  acc.w = fmaf(l, t.w, acc.w);
+}
+
 template <int C, int NWARPS>
 __device__ __forceinline__ void invert_unit_lower(float* L, int ld) {
-  constexpr int NT = NWARPS * 32, NB = C / 16, PER = (16 * C + NT - 1) / NT;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  for (int bi = warp; bi < NB; bi += NWARPS) {
-    float* Lb = L + bi * 16 * ld + bi * 16;
+  constexpr int NT = NWARPS * 32, NB = C / 16;
+  static_assert(C % 32 == 0 && NT >= C, "one thread per column of the diagonal blocks; whole warps");
+  const int tid = threadIdx.x;
+  if (tid < C) {
+    const int b = tid / 16, j = tid % 16;
+    float* Lb = L + b * 16 * ld + b * 16;
+    float x[16];
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      float acc = 0.f;
+#pragma unroll
+      for (int s = 0; s < r; ++s) acc = fmaf(Lb[r * ld + s], x[s], acc);
+      x[r] = r == j ? 1.f : (r < j ? 0.f : -acc);
+    }
+    __syncwarp();  // every read of this warp's blocks before the writes
+#pragma unroll
     for (int r = 1; r < 16; ++r) {
-      float val = 0.f;
-      if (lane < r) {
-        float acc = Lb[r * ld + lane];
-        for (int s = lane + 1; s < r; ++s) acc += Lb[r * ld + s] * Lb[s * ld + lane];
-        val = -acc;
-      }
-      __syncwarp();
-      if (lane < r) Lb[r * ld + lane] = val;
-      __syncwarp();
+      if (r > j) Lb[r * ld + j] = x[r];
     }
   }
   __syncthreads();
-  for (int i = 1; i < NB; ++i) {
-    const int nout = 16 * 16 * i, w = 16 * i;
-    float rv[PER];
 #pragma unroll
-    for (int e = 0; e < PER; ++e) {  // R_ij = sum_k L_ik T~_kj (T~ with its unit diagonal)
-      const int o = tid + e * NT;
-      rv[e] = 0.f;
-      if (o < nout) {
-        const int r = w + o / w, c = o % w;
-        float acc = L[r * ld + c];
-        for (int s = c + 1; s < w; ++s) acc += L[r * ld + s] * L[s * ld + c];
+  for (int i = 1; i < NB; ++i) {
+    constexpr int kMaxQuads = 16 * (C - 16) / 4;
+    const int w = 16 * i, quads = 16 * w / 4, qpr = w / 4;  // quads of the block row; quads per row
+    constexpr int PER = (kMaxQuads + NT - 1) / NT;
+    float4 rv[PER];
+#pragma unroll
+    for (int e = 0; e < PER; ++e) {  // R = L_ic + sum_{s < w} L_is T_sc
+      const int q = tid + e * NT;
+      if (q < quads) {
+        const int r = w + q / qpr, c = (q % qpr) * 4;
+        float4 acc = *reinterpret_cast<const float4*>(L + r * ld + c);
+#pragma unroll 16
+        for (int s = 0; s < w; ++s) {
+          fma4(L[r * ld + s], *reinterpret_cast<const float4*>(L + s * ld + c), acc);
+        }
         rv[e] = acc;
       }
     }
     __syncthreads();
 #pragma unroll
     for (int e = 0; e < PER; ++e) {
-      const int o = tid + e * NT;
-      if (o < nout) L[(w + o / w) * ld + o % w] = rv[e];
+      const int q = tid + e * NT;
+      if (q < quads) *reinterpret_cast<float4*>(L + (w + q / qpr) * ld + (q % qpr) * 4) = rv[e];
     }
     __syncthreads();
 #pragma unroll
-    for (int e = 0; e < PER; ++e) {  // T_ij = -T~_ii R_ij
-      const int o = tid + e * NT;
-      if (o < nout) {
-        const int r = w + o / w, c = o % w;
-        float acc = L[r * ld + c];
-        for (int s = w; s < r; ++s) acc += L[r * ld + s] * L[s * ld + c];
-        rv[e] = -acc;
+    for (int e = 0; e < PER; ++e) {  // T_ic = -(R_rc + sum_{s in block i} T_ii[r][s] R_sc)
+      const int q = tid + e * NT;
+      if (q < quads) {
+        const int r = w + q / qpr, c = (q % qpr) * 4;
+        float4 acc = *reinterpret_cast<const float4*>(L + r * ld + c);
+#pragma unroll
+        for (int s = 0; s < 16; ++s) {
+          fma4(L[r * ld + w + s], *reinterpret_cast<const float4*>(L + (w + s) * ld + c), acc);
+        }
+        rv[e] = make_float4(-acc.x, -acc.y, -acc.z, -acc.w);
       }
     }
     __syncthreads();
 #pragma unroll
     for (int e = 0; e < PER; ++e) {
-      const int o = tid + e * NT;
-      if (o < nout) L[(w + o / w) * ld + o % w] = rv[e];
+      const int q = tid + e * NT;
+      if (q < quads) *reinterpret_cast<float4*>(L + (w + q / qpr) * ld + (q % qpr) * 4) = rv[e];
     }
     __syncthreads();
   }
 }
 
+// sm_120: register caps of 170 (4 warps, 3 blocks per SM) and 255 (8 warps, 1 block): with the default hint
+// ptxas capped the prep at 128 / 64 registers there and spilled 4-44 B, and at 128 with 8 warps still 8-16 B
+// (session 6); sm_90 keeps the default (no spills; 4 blocks of 52.7 KB per SM at chunk 64).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+#define GDN_PREP_BOUNDS(threads) __launch_bounds__(threads, (threads) <= 128 ? 3 : 1)
+#else
+#define GDN_PREP_BOUNDS(threads) __launch_bounds__(threads)
+#endif
+
 template <int C, int NWARPS, bool FUSED>
-__global__ void __launch_bounds__(NWARPS * 32)
+__global__ void GDN_PREP_BOUNDS(NWARPS * 32)
     gdn_chunk_prep(const bf16* __restrict__ q, long long q_st, long long q_sh,   //
                    const bf16* __restrict__ k, long long k_st, long long k_sh,   //
                    const bf16* __restrict__ v, long long v_st, long long v_sh,   //
@@ -107,6 +140,8 @@ __global__ void __launch_bounds__(NWARPS * 32)
   float* bet = gam + C;
   static_assert(C * PadBf16Cols(C) * 2 <= C * PadF32Cols(C) * 4, "Tb must fit in L's space");
 
+  constexpr int kVec8 = C * (kDim / 8);  // 8-column vectors of a C x 128 tile
+  static_assert(kVec8 % NT == 0, "the 8-wide elementwise loops have no remainder");
   const int tid = threadIdx.x;
   const int4 ch = chunks[blockIdx.x];
   const int hv = blockIdx.y, hk = hv / (HV / H);
@@ -160,11 +195,13 @@ __global__ void __launch_bounds__(NWARPS * 32)
     L[r * LDF + c + 1] = c + 1 < r ? br * x1 * __expf(gr - gam[c + 1]) : 0.f;
   });
   if constexpr (FUSED) {  // qg = scale exp(gamma) qn; then q's space takes v (its load overlaps the inverse)
-    for (int i = tid; i < len * (kDim / 2); i += NT) {
-      const int r = i / (kDim / 2), c = (i % (kDim / 2)) * 2;
-      const float sq = scale * __expf(gam[r]);
-      const __nv_bfloat162 x = *reinterpret_cast<const __nv_bfloat162*>(qs + r * LD + c);
-      store_bf16x2(qg + ((t0 + r) * HV + hv) * kDim + c, __low2float(x) * sq, __high2float(x) * sq);
+#pragma unroll
+    for (int e = 0; e < kVec8 / NT; ++e) {
+      const int i = tid + e * NT, r = i / (kDim / 8), c = (i % (kDim / 8)) * 8;
+      if (r < len) {
+        *reinterpret_cast<uint4*>(qg + ((t0 + r) * HV + hv) * kDim + c) =
+            scale_bf16x8(*reinterpret_cast<const uint4*>(qs + r * LD + c), scale * __expf(gam[r]));
+      }
     }
     __syncthreads();
     load_tile_async<C, kDim, NT>(v + t0 * v_st + hv * v_sh, v_st, len, vb, LD);
@@ -189,17 +226,18 @@ __global__ void __launch_bounds__(NWARPS * 32)
       if (i < C * C) Tb[(i / C) * LDT + i % C] = __float2bfloat16(tv[e]);
     }
   }
-  for (int i = tid; i < C * (kDim / 2); i += NT) {
-    const int r = i / (kDim / 2), c = (i % (kDim / 2)) * 2;
-    const float sk = bet[r] * __expf(gam[r]), sv = bet[r];
-    __nv_bfloat162* pk = reinterpret_cast<__nv_bfloat162*>(kn + r * LD + c);
-    __nv_bfloat162* pv = reinterpret_cast<__nv_bfloat162*>(vb + r * LD + c);
+#pragma unroll
+  for (int e = 0; e < kVec8 / NT; ++e) {  // 8 columns per step
+    const int i = tid + e * NT, r = i / (kDim / 8), c = (i % (kDim / 8)) * 8;
+    uint4* pk = reinterpret_cast<uint4*>(kn + r * LD + c);
+    uint4* pv = reinterpret_cast<uint4*>(vb + r * LD + c);
+    const uint4 kraw = *pk;
     if (r < len) {  // kd = kn exp(gamma_last - gamma): the state pass's update operand
-      const float sd = __expf(gam[len - 1] - gam[r]);
-      store_bf16x2(kd + ((t0 + r) * HV + hv) * kDim + c, __low2float(*pk) * sd, __high2float(*pk) * sd);
+      *reinterpret_cast<uint4*>(kd + ((t0 + r) * HV + hv) * kDim + c) =
+          scale_bf16x8(kraw, __expf(gam[len - 1] - gam[r]));
     }
-    *pk = __floats2bfloat162_rn(__low2float(*pk) * sk, __high2float(*pk) * sk);
-    *pv = __floats2bfloat162_rn(__low2float(*pv) * sv, __high2float(*pv) * sv);
+    *pk = scale_bf16x8(kraw, bet[r] * __expf(gam[r]));
+    *pv = scale_bf16x8(*pv, bet[r]);
   }
   __syncthreads();
   bf16* wout = w + (t0 * HV + hv) * kDim;

@@ -21,8 +21,10 @@
 
 namespace gdn {
 
+// min 2 blocks/SM: a register cap of 128 at 8 warps (without it NVRTC's ptxas settled on 64 and spilled 16 B
+// once the tile loads became fully unrolled, session 6).
 template <int C, int BV, int NWARPS, bool TRANSFER>
-__global__ void __launch_bounds__(NWARPS * 32)
+__global__ void __launch_bounds__(NWARPS * 32, 2)
     gdn_chunk_state(const bf16* __restrict__ kd, const bf16* __restrict__ w, const bf16* __restrict__ u,
                     const float* __restrict__ gcum, const int4* __restrict__ segs, const int* __restrict__ ht_index,
                     int HV, const float* __restrict__ h0, float* __restrict__ ht, bf16* __restrict__ hbuf,

@@ -46,20 +46,26 @@ __device__ __forceinline__ void l2norm_rows_inplace(bf16* tile, int ld, float mu
 }
 
 // Copies a ROWS x COLS bf16 tile (row r at src + r * row_stride, 16-byte aligned rows) into shared memory
-// with 16-byte cp.async; rows in [valid, ROWS) are zero-filled. Call cp_async_wait_all() + a barrier before use.
+// with 16-byte cp.async; rows in [valid, ROWS) are zero-filled (cp.async with source size 0, so they land with
+// the group too). Call cp_async_wait (or cp_async_wait_all) + a barrier before use. The loop has a compile-time
+// trip count and no branches: thread t copies vectors t, t + NTHREADS, ... (session 6: the former runtime-bound
+// loop with a branch per vector cost ~290 instructions per warp per chunk in gdn_chunk_fused, half its issue).
 template <int ROWS, int COLS, int NTHREADS>
 __device__ __forceinline__ void load_tile_async(const bf16* __restrict__ src, long long row_stride, int valid,
                                                 bf16* dst, int ld) {
-  constexpr int kVecPerRow = COLS / 8;
-  for (int i = threadIdx.x; i < ROWS * kVecPerRow; i += NTHREADS) {
-    const int r = i / kVecPerRow, c = (i % kVecPerRow) * 8;
-    bf16* d = dst + r * ld + c;
-    if (r < valid) {
-      const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(d));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(saddr), "l"(src + r * row_stride + c)
+  constexpr int kVecPerRow = COLS / 8, kVecs = ROWS * kVecPerRow;
+  constexpr int kIters = (kVecs + NTHREADS - 1) / NTHREADS;
+  static_assert(COLS % 8 == 0, "tile rows must be whole 16-byte vectors");
+#pragma unroll
+  for (int e = 0; e < kIters; ++e) {
+    const int i = static_cast<int>(threadIdx.x) + e * NTHREADS;
+    if (kVecs % NTHREADS == 0 || i < kVecs) {
+      const int r = i / kVecPerRow, c = (i % kVecPerRow) * 8;
+      const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(dst + r * ld + c));
+      const bool in = r < valid;
+      const bf16* g = in ? src + r * row_stride + c : src;  // any valid address when nothing is read
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(g), "r"(in ? 16 : 0)
                    : "memory");
-    } else {
-      *reinterpret_cast<uint4*>(d) = make_uint4(0u, 0u, 0u, 0u);
     }
   }
 }
@@ -138,6 +144,17 @@ __device__ __forceinline__ void smem_gemm(const bf16* A, int lda, const bf16* B,
 #pragma unroll
     for (int j = 0; j < 4; ++j) epi(tile_row(m0, j), tile_col(n0, j), acc[2 * j], acc[2 * j + 1]);
   }
+}
+
+// 8 bf16 (one 16-byte vector) times s, rounded back to bf16.
+__device__ __forceinline__ uint4 scale_bf16x8(uint4 raw, float s) {
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float2 f = __bfloat1622float2(h[k]);
+    h[k] = __floats2bfloat162_rn(f.x * s, f.y * s);
+  }
+  return raw;
 }
 
 __device__ __forceinline__ void store_bf16x2(bf16* p, float x, float y) {

@@ -32,6 +32,20 @@ std::string GeometryInvalidReason(const tuner::Config& config) {
   return {};
 }
 
+std::string DominatedReason(const tuner::Config& config) {
+  if (config.at("fused") == 0) {
+    return "dominated: fused 0 (separate state and output kernels) is slower than the fused kernel";
+  }
+  if (config.at("fused") == 2 && config.at("chunk") == 64) {
+    return "dominated: fused 2 at chunk 64 (two load stages, one block per SM) is slower than fused 1";
+  }
+  if (config.at("segment_chunks") == 8 || config.at("segment_chunks") == 16) {
+    return "dominated: segments of " + std::to_string(config.at("segment_chunks")) +
+           " chunks (more combine steps) are slower than segments of 32";
+  }
+  return {};
+}
+
 Result<Geometry> GeometryOf(const tuner::Config& config) {
   const std::string why = GeometryInvalidReason(config);
   if (!why.empty()) return InvalidArgument("gdn config: " + why);

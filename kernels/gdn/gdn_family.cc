@@ -39,7 +39,7 @@ class GdnFamily final : public tuner::KernelFamily {
       return "segment_chunks " + std::to_string(config.at("segment_chunks")) + " >= the bucket's " +
              std::to_string(chunks) + " chunks (no split)";
     }
-    return {};
+    return DominatedReason(config);
   }
 
   tuner::CompileSpec MakeCompileSpec(const tuner::Config& config, const tuner::Problem& bucket) const override {

@@ -239,6 +239,9 @@ def main():
                     help="let FLA dispatch to an optional backend (default: FLA's own Triton kernels)")
     ap.add_argument("--shapes", help="comma-separated subset of: " + "; ".join(n for n, _ in SHAPES) +
                     " (give them by index 0-%d)" % (len(SHAPES) - 1))
+    ap.add_argument("--fla-shapes", help="run FLA only on these of the selected shapes (indices into the full "
+                                         "list, e.g. 0,2; default: all): FLA's first call per new (H, HV, varlen) "
+                                         "costs 30-45 s of Triton compile + autotune")
     ap.add_argument("--dry-run", action="store_true", help="no torch, no GPU, no FLA: print the commands and the "
                                                            "instance facts")
     args = ap.parse_args()
@@ -251,6 +254,12 @@ def main():
             shapes = [SHAPES[i] for i in idx]
         except (ValueError, IndexError):
             ap.error("--shapes wants indices 0-%d, e.g. 0,1" % (len(SHAPES) - 1))
+    fla_names = {n for n, _ in shapes}
+    if args.fla_shapes is not None:
+        try:
+            fla_names = {SHAPES[int(x)][0] for x in args.fla_shapes.split(",") if x}
+        except (ValueError, IndexError):
+            ap.error("--fla-shapes wants indices 0-%d, e.g. 0,2" % (len(SHAPES) - 1))
     if args.reps < 1 or args.warmup < 0 or args.graph_launches < 1:
         ap.error("--reps and --graph-launches must be >= 1 and --warmup >= 0")
     for b in [args.kernel_bench] + ([] if args.dry_run or args.skip_warmup else [args.dflash_tune]):
@@ -324,6 +333,8 @@ def main():
                        "tokens": p["tokens"]}
             if fla_version is None:
                 fla_row["note"] = fla_error
+            elif name not in fla_names:
+                fla_row["note"] = "not measured in this run (--fla-shapes)"
             else:
                 try:
                     first, ms = fla_time(torch, args, p, cu)
@@ -341,7 +352,7 @@ def main():
                 our["note"] = "%s spread %.3f %s" % (pjson(mine["config"]), mine["spread"], lengths_note(cu))
             rows += [our, fla_row]
             n = p.get("num_seqs", 1)
-            if n > 1 and fla_version is not None:
+            if n > 1 and fla_version is not None and name in fla_names:
                 # The shape is n sequences of equal length; our workload draws random cut points (and
                 # cannot be told otherwise), so FLA also runs the equal split, shown without a row of ours.
                 equal = [i * p["tokens"] // n for i in range(n + 1)]

@@ -9,6 +9,8 @@ split into segments (transfer maps + combine), both again with the fused state +
 also compared with each other. Prints a table at the end; writes the full log to $OUT/gdn_check.log if OUT is set.
 
 Usage: python3 tools/device/gdn_check.py [--quick] [--no-timing]
+       python3 tools/device/gdn_check.py --sweep --cfgs '32,64,8;64,32,4'   (fused-path stage times)
+       ncu ... python3 tools/device/gdn_check.py --profile --cfgs '32,64,8'  (one launch per stage)
 """
 import argparse
 import math
@@ -61,8 +63,21 @@ def combine_smem(bv):
 
 
 # --- compilation ----------------------------------------------------------------------------------------------
+def sources_digest():
+    """Digest of the kernel sources: part of the NVRTC source text, so CuPy's on-disk kernel cache (keyed by the
+    text, not by the files it includes) never serves a kernel compiled from older sources."""
+    import hashlib
+    h = hashlib.sha256()
+    for f in sorted(os.listdir(KDIR)):
+        if f.endswith((".cuh", ".cu", ".h")):
+            with open(os.path.join(KDIR, f), "rb") as fh:
+                h.update(f.encode() + fh.read())
+    return h.hexdigest()[:16]
+
+
 class Kernels:
-    def __init__(self, C=64, BVS=32, BVO=64, NW=4, BVR=32):
+    def __init__(self, C=64, BVS=32, BVO=64, NW=4, BVR=32, only=None):
+        """only: compile just these stage keys (e.g. ("prepf", "fused", "fused2"))."""
         self.C, self.BVS, self.BVO, self.NW, self.BVR = C, BVS, BVO, NW, BVR
         self.names = {
             "prep": f"gdn::gdn_chunk_prep<{C}, {NW}, false>",
@@ -75,9 +90,11 @@ class Kernels:
             "output": f"gdn::gdn_chunk_output<{C}, {BVO}, {NW}>",
             "recurrent": f"gdn::gdn_recurrent<{BVR}>",
         }
+        if only is not None:
+            self.names = {k: v for k, v in self.names.items() if k in only}
         t = time.time()
         self.mod = cp.RawModule(
-            code='#include "gdn_kernels.cu"\n',
+            code=f'// sources {sources_digest()}\n#include "gdn_kernels.cu"\n',
             backend="nvrtc",
             options=("-std=c++17", "-I/usr/local/cuda/include", "-I" + KDIR),
             name_expressions=list(self.names.values()),
@@ -95,8 +112,10 @@ class Kernels:
             "recurrent": 0,
         }
         self.smem = smem
+        self.regs = {}  # registers per thread (and spilled bytes) of each compiled kernel
         for key, name in self.names.items():
             f = self.mod.get_function(name)
+            self.regs[key] = f"{f.num_regs}" + (f"+{f.local_size_bytes}B local" if f.local_size_bytes else "")
             if smem[key] > 48 * 1024:
                 f.max_dynamic_shared_size_bytes = smem[key]
             self.fn[key] = f
@@ -353,9 +372,9 @@ def timing(K, H, HV, seqlens, seg_chunks):
         f"{t_s:.3f} ms ({T / t_s / 1e3:.2f} Mtok/s), recurrent {t_r:.3f} ms  [host allocs + launches included]")
 
 
-def stage_timing(K, H, HV, L, seg_chunks, once=False):
+def stage_timing(K, H, HV, L, seg_chunks, once=False, keys=None):
     """CUDA-event times of each stage alone at one shape (inputs prepared once); once: launch each stage once,
-    untimed (for a profiler)."""
+    untimed (for a profiler). keys: only these stages (names of the table below); returns {stage: ms}."""
     seqlens = [L]
     inp = make_inputs(seqlens, H, HV, 11, strided=True)
     q, k, v, a, b, A_log, dt_bias = inp
@@ -409,12 +428,16 @@ def stage_timing(K, H, HV, L, seg_chunks, once=False):
                                     I64(k.stride(1)), P(gcum), P(hbuf), P(vnew), P(chunks_d), I32(H), I32(HV),
                                     np.float32(D ** -0.5), P(o), I64(o.stride(0)), I64(o.stride(1)))),
     }
+    if keys is not None:
+        stages = {k: v for k, v in stages.items() if k in keys}
     if once:
         for fn in stages.values():
             fn()
         torch.cuda.synchronize()
-        return
+        return None
     times = {name: time_fn(fn, sleep_cycles=4_000_000) for name, fn in stages.items()}
+    if keys is not None:
+        return times
     split_total = times["prep"] + times["transfer"] + times["combine"] + times["state(split)"] + times["output"]
     seq_total = times["prep"] + times["state(seq)"] + times["output"]
     fused_seq = times["prep(fused)"] + times["fused(seq)"]
@@ -423,25 +446,88 @@ def stage_timing(K, H, HV, L, seg_chunks, once=False):
     log(f"stages [{K.tag}] ({H},{HV}) 1x{L} seg={seg_chunks}: " + ", ".join(f"{k} {v:.3f}" for k, v in times.items()) +
         f" | sequential total {seq_total:.3f} ms, split total {split_total:.3f} ms, fused sequential "
         f"{fused_seq:.3f} ms, fused split {fused_split:.3f} ms, fused 2-stage sequential {fused2_seq:.3f} ms")
+    return times
+
+
+FUSED_KEYS = ("prepf", "fused", "fused2")
+FUSED_STAGES = ("prep(fused)", "fused(seq)", "fused2(seq)")
+
+
+def parse_cfgs(text):
+    """'32,64,8;64,32,4' -> [(C, BV, warps), ...]"""
+    return [tuple(int(x) for x in c.split(",")) for c in text.split(";") if c]
+
+
+def compile_only(kwargs):
+    Kernels(**kwargs)
+    return kwargs
+
+
+def precompile(kwargs_list):
+    """Compiles each Kernels(**kwargs) in its own process, all at once: CuPy's disk cache then serves them."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    t = time.time()
+    with cf.ProcessPoolExecutor(max_workers=min(len(kwargs_list), os.cpu_count() or 4),
+                                mp_context=mp.get_context("spawn")) as ex:
+        list(ex.map(compile_only, kwargs_list))
+    log(f"{len(kwargs_list)} variants compiled in parallel in {time.time() - t:.1f}s")
+
+
+def sweep(cfgs, H, HV, L):
+    """Stage times of the fused path (prep(fused), fused 1 and 2 stages) for each (C, BV, warps) at (H, HV) 1xL.
+    The variants compile first in parallel processes (CuPy's disk cache), then time one after the other."""
+    precompile([dict(C=c[0], BVS=c[1], BVO=64, NW=c[2], only=FUSED_KEYS) for c in cfgs])
+    rows = []
+    for cfg in cfgs:
+        K = Kernels(C=cfg[0], BVS=cfg[1], BVO=64, NW=cfg[2], only=FUSED_KEYS)
+        times = stage_timing(K, H, HV, L, 16, keys=FUSED_STAGES)
+        rows.append((cfg, times, K.regs))
+        log(f"sweep ({H},{HV}) 1x{L} C{cfg[0]}/BV{cfg[1]}/W{cfg[2]}: " +
+            ", ".join(f"{k} {v:.3f}" for k, v in times.items()) +
+            f" | fused-1 total {times['prep(fused)'] + times['fused(seq)']:.3f}, fused-2 total "
+            f"{times['prep(fused)'] + times['fused2(seq)']:.3f} ms | regs " +
+            ", ".join(f"{k} {v}" for k, v in K.regs.items()))
+    return rows
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="first config only, no 8192-token cases")
+    ap.add_argument("--quick", action="store_true",
+                    help="two configs (the default; chunk 32 / 64 columns / 8 warps), no 8192-token cases")
     ap.add_argument("--configs", type=int, default=4, help="how many kernel configurations to check")
     ap.add_argument("--long", type=int, default=2, help="how many 8192-token cases to run (0-2)")
     ap.add_argument("--no-timing", action="store_true")
     ap.add_argument("--profile", action="store_true",
-                    help="only launch every stage once at (16,48) 1x8192, default config (run under ncu)")
+                    help="only launch the fused path's stages (prep(fused), fused 1 and 2 stages) once at (16,48) "
+                         "1x8192 for the --cfgs configs (run under ncu)")
+    ap.add_argument("--sweep", action="store_true",
+                    help="only time the fused path's stages at (16,48) 1x8192 for each of --cfgs")
+    ap.add_argument("--cfgs", default="32,64,8", help="C,BV,warps[;C,BV,warps...] for --profile / --sweep")
+    ap.add_argument("--shape", default="16,48,8192", help="H,HV,L for --profile / --sweep")
     args = ap.parse_args()
     torch.manual_seed(0)
+    H, HV, L = (int(x) for x in args.shape.split(","))
     if args.profile:
-        stage_timing(Kernels(C=64, BVS=32, BVO=64), 16, 48, 8192, 16, once=True)
+        for cfg in parse_cfgs(args.cfgs):
+            K = Kernels(C=cfg[0], BVS=cfg[1], BVO=64, NW=cfg[2], only=FUSED_KEYS)
+            stage_timing(K, H, HV, L, 16, once=True, keys=FUSED_STAGES)
+        return 0
+    if args.sweep:
+        sweep(parse_cfgs(args.cfgs), H, HV, L)
+        out = os.environ.get("OUT")
+        if out:
+            with open(os.path.join(out, "gdn_sweep.log"), "a") as f:
+                f.write("\n".join(LOG) + "\n")
         return 0
     log(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  cupy {cp.__version__}")
     geoms = [dict(C=64, BVS=32, BVO=64), dict(C=64, BVS=16, BVO=64), dict(C=64, BVS=32, BVO=32),
              dict(C=32, BVS=32, BVO=32)]
-    Ks = [Kernels(**g) for g in (geoms[:1] if args.quick else geoms[:max(1, args.configs)])]
+    # --quick: the default geometry and the (16,48) 1x8192 winner's (chunk 32, 64 state columns, 8 warps)
+    quick = [geoms[0], dict(C=32, BVS=64, BVO=64, NW=8)]
+    chosen = quick if args.quick else geoms[:max(1, args.configs)]
+    precompile(chosen)
+    Ks = [Kernels(**g) for g in chosen]
     seed = int(time.time()) % 100000  # fresh inputs every run; printed so a failure can be replayed
     log(f"seed base {seed}")
     cases = []
@@ -463,7 +549,7 @@ def main():
     if not args.no_timing:
         try:
             # the chunk-32 / 8-warp geometry the tuner picked for (16, 48) 1x8192 in the first side-by-side run
-            for K in Ks + ([Kernels(C=32, BVS=32, BVO=32, NW=8)] if args.quick else []):
+            for K in Ks:
                 stage_timing(K, 16, 48, 8192, 16)
             stage_timing(Ks[0], 16, 32, 8192, 16)
         except Exception as e:
