@@ -5,8 +5,8 @@
 //     P^T = exp(S^T - LSE) and dS^T = P^T (dP^T - delta) go to shared memory as bf16 [kv][query] tiles;
 //  2. dV += P^T dO and dK += dS^T Q: warp (wk, wq) owns kv rows 32 wk.. x head-dim columns (D / QW) wq.. (the
 //     accumulators stay in registers for the whole block: dK, dV reduced over the group, written once);
-//  3. dQ_accum += dS K: warp tiles of 32 query rows x (D / DW) columns (in passes of 32), 16-byte vector
-//     reductions.
+//  3. dQ_accum += dS K: warp tiles of 32 query rows x (D / DW) columns (in passes of 32), 8-byte vector
+//     reductions (red.v2 at one pointer per thread + immediates).
 // Compared with AttnBwdKv (each warp 16 kv rows x the whole query tile), every fragment loaded from shared memory
 // feeds more mma: 144 ldmatrix.x4 per warp and item instead of 184 for the same 320 mma (BN 128, BM 64).
 // Who may include it: attention_kernels.cu (NVRTC). Thread-safety: n/a (device code).
@@ -20,6 +20,23 @@
 
 namespace dflash_attn {
 
+// Phase 3's dQ reductions of one warp: acc[mi][j] is the 16 x 8 tile of query rows 16 mi.. and head-dim columns
+// 8 j.. (mma accumulator layout); dst points at this thread's first element (row qr, its column pair). CHECKED:
+// rows >= seq_q are skipped (predicated reductions, which cost a branch each in SASS: only the tile that needs it).
+template <int D, int DQN, bool CHECKED>
+__device__ __forceinline__ void Bwd2dAddDq(float* dst, const float (&acc)[2][DQN][4], int qr, int Sq) {
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr)
+#pragma unroll
+      for (int j = 0; j < DQN; ++j) {
+        float* p = dst + (mi * 16 + hr * 8) * D + j * 8;
+        if (CHECKED) AtomicAdd2If(p, acc[mi][j][hr * 2], acc[mi][j][hr * 2 + 1], qr + mi * 16 + hr * 8 < Sq);
+        else AtomicAdd2(p, acc[mi][j][hr * 2], acc[mi][j][hr * 2 + 1]);
+      }
+}
+
 template <int D, int BM, int BN, int NW, int STAGES, int MASK>
 __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
   constexpr int NT = NW * 32;
@@ -30,6 +47,9 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
   constexpr int DW = NW / QQ;          // phase 3: head-dim warp columns
   constexpr int DQN = D / DW / 8 < 4 ? D / DW / 8 : 4;  // phase 3: n-tiles per pass (32 columns at most: registers)
   constexpr int DQP = D / DW / 8 / DQN;                    // phase 3: passes over this warp's head-dim columns
+  // Phase 1 fragment addresses (WarpGemmABt): 4 XOR bases cost 6 registers, which stages 1 (134 KiB, the only
+  // 2-D config on sm_120) cannot spare without spilling (NVRTC, session 6); stages 2 can.
+  constexpr int kXorBases = D == 128 && STAGES == 2 ? 4 : 1;
   static_assert(D == 64 || D == 128, "backward head dim 64 or 128");
   static_assert(BN % 32 == 0 && BM % 32 == 0 && MW * QW == NW, "warps = (BN / 32) * (BM / 32)");
   static_assert(DN % 2 == 0 && DQN % 2 == 0 && NW % QQ == 0, "head-dim split in pairs of n-tiles");
@@ -79,7 +99,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
         for (int nj = 0; nj < 4; ++nj)
 #pragma unroll
           for (int e = 0; e < 4; ++e) s[mi][nj][e] = dp[mi][nj][e] = 0.f;
-      WarpGemmABt<D, 2, 4>(s, sK, wk * 32, item.q, wq * 32, lane);
+      WarpGemmABt<D, 2, 4, kXorBases>(s, sK, wk * 32, item.q, wq * 32, lane);
       // P^T = exp(S^T - LSE); then dP^T = V dO^T (in the same basic block: ptxas overlaps the exponentials with
       // its mma); then, one uniform branch, the mask of a partial tile. No branch per element.
 #pragma unroll
@@ -89,7 +109,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
 #pragma unroll
           for (int e = 0; e < 4; ++e)
             s[mi][nj][e] = FastExp2(fmaf(s[mi][nj][e], scale_log2, -item.lse[wq * 32 + nj * 8 + (lane & 3) * 2 + (e & 1)]));
-      WarpGemmABt<D, 2, 4>(dp, sV, wk * 32, item.dout, wq * 32, lane);
+      WarpGemmABt<D, 2, 4, kXorBases>(dp, sV, wk * 32, item.dout, wq * 32, lane);
       if (!item.full) {
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi)
@@ -102,19 +122,23 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
               s[mi][nj][e] = InSpan(sp, kv) ? s[mi][nj][e] : 0.f;
             }
       }
+      // Every kv row this thread stores (wk*32 + mi*16 + hr*8 + lane/4) has the swizzle row bits of lane/4, so the
+      // 16 stores per tile are 4 addresses (one per nj) + immediates (session 6: was one address per store).
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
+      for (int nj = 0; nj < 4; ++nj) {
+        const int ql = wq * 32 + nj * 8 + (lane & 3) * 2;
+        const int off = Swz<BM>(wk * 32 + (lane >> 2), ql);
 #pragma unroll
-        for (int nj = 0; nj < 4; ++nj)
+        for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
           for (int hr = 0; hr < 2; ++hr) {
-            const int kvl = wk * 32 + mi * 16 + (lane >> 2) + hr * 8;
-            const int ql = wq * 32 + nj * 8 + (lane & 3) * 2;
             const float ds0 = s[mi][nj][hr * 2] * (dp[mi][nj][hr * 2] - item.delta[ql]);
             const float ds1 = s[mi][nj][hr * 2 + 1] * (dp[mi][nj][hr * 2 + 1] - item.delta[ql + 1]);
-            *reinterpret_cast<unsigned*>(sP + Swz<BM>(kvl, ql)) = PackBf16(s[mi][nj][hr * 2], s[mi][nj][hr * 2 + 1]);
-            *reinterpret_cast<unsigned*>(sdS + Swz<BM>(kvl, ql)) = PackBf16(ds0, ds1);
+            const int o = off + (mi * 16 + hr * 8) * BM;  // = Swz<BM>(kv row + mi*16 + hr*8, ql)
+            *reinterpret_cast<unsigned*>(sP + o) = PackBf16(s[mi][nj][hr * 2], s[mi][nj][hr * 2 + 1]);
+            *reinterpret_cast<unsigned*>(sdS + o) = PackBf16(ds0, ds1);
           }
+      }
     }
     __syncthreads();
 
@@ -175,14 +199,17 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
           }
         }
       }
-      float* dq_head = p.dq_accum + (static_cast<long long>(BwdBlockBatch()) * p.heads_q + h) * Sq * D;
-#pragma unroll
-      for (int mi = 0; mi < 2; ++mi) {
-        const int r0 = q0 + wqq * 32 + mi * 16;
-#pragma unroll
-        for (int j = 0; j < DQN; ++j)
-          if (!(DFLASH_ATTN_ABLATE & 1) || acc[mi][j][0] == 1234.5f) AtomicAddAccTile(acc[mi][j], lane, dq_head + static_cast<long long>(r0) * D + c0 + j * 8, D,
-                           Sq - r0);
+      // 8-byte reductions at [one pointer per thread + immediates]: two per 16 x 8 tile, no shuffles or selects
+      // (session 6: the 16-byte form needed a lane-pair shuffle, 6 selects and a branch per tile). A predicated
+      // reduction still costs a BSSY / BRA / BSYNC in SASS, so only a tile with rows past seq_q takes that path.
+      const int qr = q0 + wqq * 32 + (lane >> 2);  // this thread's first row (mi, hr add 16 mi + 8 hr)
+      float* dst = p.dq_accum + ((static_cast<long long>(BwdBlockBatch()) * p.heads_q + h) * Sq + qr) * D + c0 +
+                   (lane & 3) * 2;
+      if (!(DFLASH_ATTN_ABLATE & 1)) {
+        if (q0 + BM <= Sq) Bwd2dAddDq<D, DQN, false>(dst, acc, qr, Sq);
+        else Bwd2dAddDq<D, DQN, true>(dst, acc, qr, Sq);
+      } else if (acc[0][0][0] == 1234.5f) {  // ablation: keep the dQ product alive, skip the reductions
+        AtomicAdd2(dst, acc[0][0][0], acc[1][DQN - 1][3]);
       }
     }
   });  // the walk's barrier after each item also guards sP and sdS

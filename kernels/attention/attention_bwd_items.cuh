@@ -66,37 +66,85 @@ __device__ __forceinline__ void BwdLoadKvAndClassify(const AttnParams& p, const 
   __syncthreads();
 }
 
-// Issues the cp.async loads of item `item` (query head hk * G + item / nqt, query tile item % nqt; G the GQA group
-// size, nqt the number of query tiles) into buffer `stage` and fills that buffer's per-row LSE (log2 units), delta
-// and row spans.
+// The query tile copies of the walk: LoadTileAsyncFixed where the tile shape allows it (every 2-D-layout and most
+// 1-D configs), else the generic loop.
+template <int BM, int D, int NT>
+__device__ __forceinline__ void BwdLoadQueryTile(bf16* smem, const bf16* gmem, long long row_stride, int valid_rows,
+                                                 int tid) {
+  constexpr int kChunks = D / 8;
+  if constexpr (NT % kChunks == 0 && (NT / kChunks) % 8 == 0 && BM % (NT / kChunks) == 0)
+    LoadTileAsyncFixed<BM, D, NT>(smem, gmem, row_stride, valid_rows, tid);
+  else
+    LoadTileAsync<BM, D, NT>(smem, gmem, row_stride, valid_rows, tid);
+}
+
+// Issues the cp.async loads of the item (query head h, query tile qt) into buffer `stage`: the Q and dO tiles and
+// the raw per-row LSE and delta (4-byte copies; rows past seq_q get LSE -inf, delta 0), and fills that buffer's row
+// spans. Nothing here waits for global memory, so with STAGES = 2 the whole load of the next item overlaps the
+// current one (session 6: the synchronous LSE / delta loads used to stall warps 0-1, and with them the whole block
+// at the next barrier, for one global-memory round trip per item). BwdFinishItemRows converts the LSE once the
+// copies have landed.
 template <int D, int BM, int NT>
-__device__ __forceinline__ void BwdLoadItem(const AttnParams& p, const MaskParams& m, const BwdItemBuffers& buf, int G,
-                                            int nqt, int item, int stage, int tid) {
-  const int Sq = m.seq_q, b = BwdBlockBatch(), hk = BwdBlockHead();
-  const int h = hk * G + item / nqt;
-  const int q0 = (item % nqt) * BM;
-  LoadTileAsync<BM, D, NT>(buf.q + stage * BM * D,
-                           static_cast<const bf16*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride +
-                               static_cast<long long>(q0) * p.q_seq_stride,
-                           p.q_seq_stride, Sq - q0, tid);
-  LoadTileAsync<BM, D, NT>(buf.dout + stage * BM * D,
-                           static_cast<const bf16*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride +
-                               static_cast<long long>(q0) * p.do_seq_stride,
-                           p.do_seq_stride, Sq - q0, tid);
-  CpAsyncCommit();
-  for (int r = tid; r < BM; r += NT) {
-    const int q = q0 + r;
-    float lse = Inf(), delta = 0.f;
+__device__ __forceinline__ void BwdLoadItem(const AttnParams& p, const MaskParams& m, const BwdItemBuffers& buf, int h,
+                                            int qt, int stage, int tid) {
+  const int Sq = m.seq_q, b = BwdBlockBatch();
+  const int q0 = qt * BM;
+  BwdLoadQueryTile<BM, D, NT>(buf.q + stage * BM * D,
+                              static_cast<const bf16*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride +
+                                  static_cast<long long>(q0) * p.q_seq_stride,
+                              p.q_seq_stride, Sq - q0, tid);
+  BwdLoadQueryTile<BM, D, NT>(buf.dout + stage * BM * D,
+                              static_cast<const bf16*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride +
+                                  static_cast<long long>(q0) * p.do_seq_stride,
+                              p.do_seq_stride, Sq - q0, tid);
+#pragma unroll
+  for (int r0 = 0; r0 < BM; r0 += NT) {  // the same rows per thread as BwdFinishItemRows; a fixed trip count
+    const int r = r0 + tid, q = q0 + r;
+    if (BM % NT != 0 && r >= BM) break;
     if (q < Sq) {
       const long long row = (static_cast<long long>(b) * p.heads_q + h) * Sq + q;
-      lse = p.lse[row];
-      if (lse == -Inf()) lse = Inf();  // the row sees nothing: P = exp(S - inf) = 0
-      delta = p.delta[row];
+      CpAsync4(buf.lse + stage * BM + r, p.lse + row);
+      CpAsync4(buf.delta + stage * BM + r, p.delta + row);
+    } else {
+      buf.lse[stage * BM + r] = -Inf();
+      buf.delta[stage * BM + r] = 0.f;
     }
-    buf.lse[stage * BM + r] = lse * kLog2e;
-    buf.delta[stage * BM + r] = delta;
     buf.span[stage * BM + r] = RowVisibleSpan(m, b, q);
   }
+  CpAsyncCommit();
+}
+
+// After the wait for buffer `stage`'s copies (each thread its own rows, before the barrier that publishes them):
+// LSE to log2 units, +inf for rows that see nothing (LSE -inf), so that P = exp2(S * scale_log2 - lse) = 0 there.
+template <int BM, int NT>
+__device__ __forceinline__ void BwdFinishItemRows(const BwdItemBuffers& buf, int stage, int tid) {
+#pragma unroll
+  for (int r0 = 0; r0 < BM; r0 += NT) {
+    const int r = r0 + tid;
+    if (BM % NT != 0 && r >= BM) break;
+    const float lse = buf.lse[stage * BM + r];
+    buf.lse[stage * BM + r] = lse == -Inf() ? Inf() : lse * kLog2e;
+  }
+}
+
+// The walk's position: query head gi of the GQA group (0..G-1; G = the end) and query tile qt.
+struct BwdWalkPos {
+  int gi, qt;
+};
+
+// The first non-empty position at or after (gi, qt): counters instead of a flat item index, so no division or
+// modulo by the tile count per step (session 6: those cost ~60 instructions per item).
+__device__ __forceinline__ BwdWalkPos BwdNextNonEmpty(const unsigned char* cls, BwdWalkPos pos, int G, int nqt) {
+  while (pos.gi < G && cls[pos.qt] == 0) {
+    if (++pos.qt == nqt) {
+      pos.qt = 0;
+      ++pos.gi;
+    }
+  }
+  return pos;
+}
+__device__ __forceinline__ BwdWalkPos BwdAdvance(BwdWalkPos pos, int nqt) {
+  return ++pos.qt == nqt ? BwdWalkPos{pos.gi + 1, 0} : pos;
 }
 
 // Visits the block's non-empty items (the query heads of kv head BwdBlockHead()) in order: body(const BwdItem&)
@@ -107,26 +155,26 @@ __device__ __forceinline__ void BwdForEachItem(const AttnParams& p, const MaskPa
                                                int tid, Body&& body) {
   static_assert(STAGES == 1 || STAGES == 2, "1 or 2 query-tile buffers");
   const int nqt = (m.seq_q + BM - 1) / BM, G = p.heads_q / p.heads_kv;
-  const int nitems = G * nqt;
-  int it = NextNonEmpty(buf.cls, 0, nitems, nqt);
-  if (it < nitems) BwdLoadItem<D, BM, NT>(p, m, buf, G, nqt, it, 0, tid);
+  const int h0 = BwdBlockHead() * G;
+  BwdWalkPos it = BwdNextNonEmpty(buf.cls, BwdWalkPos{0, 0}, G, nqt);
+  if (it.gi < G) BwdLoadItem<D, BM, NT>(p, m, buf, h0 + it.gi, it.qt, 0, tid);
   int stage = 0;
-  while (it < nitems) {
-    const int itn = NextNonEmpty(buf.cls, it + 1, nitems, nqt);
-    if (STAGES > 1 && itn < nitems) {
-      BwdLoadItem<D, BM, NT>(p, m, buf, G, nqt, itn, (stage + 1) % STAGES, tid);
+  while (it.gi < G) {
+    const BwdWalkPos itn = BwdNextNonEmpty(buf.cls, BwdAdvance(it, nqt), G, nqt);
+    if (STAGES > 1 && itn.gi < G) {
+      BwdLoadItem<D, BM, NT>(p, m, buf, h0 + itn.gi, itn.qt, (stage + 1) % STAGES, tid);
       CpAsyncWait<1>();
     } else {
       CpAsyncWait<0>();
     }
+    BwdFinishItemRows<BM, NT>(buf, stage, tid);
     __syncthreads();
-    const int qt = it % nqt;
-    const BwdItem item{BwdBlockHead() * G + it / nqt, qt * BM, buf.cls[qt] == kTileFull,
+    const BwdItem item{h0 + it.gi, it.qt * BM, buf.cls[it.qt] == kTileFull,
                        buf.q + stage * BM * D, buf.dout + stage * BM * D, buf.lse + stage * BM,
                        buf.delta + stage * BM, buf.span + stage * BM};
     body(item);
     __syncthreads();  // this stage's buffers may be refilled now
-    if (STAGES == 1 && itn < nitems) BwdLoadItem<D, BM, NT>(p, m, buf, G, nqt, itn, 0, tid);
+    if (STAGES == 1 && itn.gi < G) BwdLoadItem<D, BM, NT>(p, m, buf, h0 + itn.gi, itn.qt, 0, tid);
     it = itn;
     stage = STAGES > 1 ? (stage + 1) % STAGES : 0;
   }

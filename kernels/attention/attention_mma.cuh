@@ -19,6 +19,10 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool pre
   int n = pred ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)), "l"(gmem), "r"(n));
 }
+// 4-byte async copy global -> shared (through L1: .ca is the only cache mode of the 4- and 8-byte copies).
+__device__ __forceinline__ void CpAsync4(void* smem, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(SmemAddr(smem)), "l"(gmem));
+}
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void CpAsyncWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
@@ -69,64 +73,89 @@ __device__ __forceinline__ void LoadTileAsync(bf16* smem, const bf16* gmem, long
   }
 }
 
+// LoadTileAsync for tiles whose chunks divide evenly among the threads with whole groups of 8 rows per pass
+// (ROWS * WIDTH / 8 a multiple of NT, NT / (WIDTH / 8) a multiple of 8): every thread copies the same column chunk of
+// rows r0, r0 + NT / (WIDTH / 8), ..., so its shared addresses differ by constants (the swizzle of row r0 + 8k is the
+// swizzle of r0) and its global address by one running 64-bit step: no division, no per-row multiply (session 6:
+// the generic loop cost tens of instructions per 16-byte copy in the backward item walk). Same contract as
+// LoadTileAsync.
+template <int ROWS, int WIDTH, int NT>
+__device__ __forceinline__ void LoadTileAsyncFixed(bf16* smem, const bf16* gmem, long long row_stride, int valid_rows,
+                                                   int tid) {
+  constexpr int kChunks = WIDTH / 8, kRowsPerPass = NT / kChunks, kPasses = ROWS / kRowsPerPass;
+  static_assert(NT % kChunks == 0 && kRowsPerPass % 8 == 0 && ROWS % kRowsPerPass == 0, "fixed-trip tile copy");
+  const int r0 = tid / kChunks, c = (tid % kChunks) * 8;
+  bf16* dst = smem + Swz<WIDTH>(r0, c);
+  const bf16* src = gmem + r0 * row_stride + c;
+  const long long step = kRowsPerPass * row_stride;
+#pragma unroll
+  for (int j = 0; j < kPasses; ++j) {
+    const bool ok = r0 + j * kRowsPerPass < valid_rows;
+    CpAsync16(dst + j * kRowsPerPass * WIDTH, ok ? src : gmem, ok);
+    src += step;
+  }
+}
+
 // acc[MI][NJ][4] += A B^T for one warp: A = rows [a_row0, a_row0 + 16 MI) of the swizzled shared tile sA,
 // B = rows [b_row0, b_row0 + 8 NJ) of the swizzled shared tile sB; both row-major with K = WIDTH columns.
 // acc[mi][nj] is the 16x8 mma accumulator tile of A rows 16 mi.., B rows 8 nj...
-template <int WIDTH, int MI, int NJ>
+// XOR_BASES 1: one address register per operand and one XOR per fragment load (fewest registers; the forward);
+// 4: the four XOR patterns of k steps 0..3 precomputed per operand, steps 4..7 are the same + 128 bytes, so every
+// fragment load is [register + immediate] (session 6: the 2-D backward spent 64 LOP3 per warp and item on them).
+template <int WIDTH, int MI, int NJ, int XOR_BASES = 1>
 __device__ __forceinline__ void WarpGemmABt(float (&acc)[MI][NJ][4], const bf16* sA, int a_row0, const bf16* sB,
                                             int b_row0, int lane) {
   static_assert(NJ % 2 == 0 && WIDTH % 16 == 0, "pairs of n-tiles, k steps of 16");
   // Byte addresses of k step 0; step kk is step 0 with the 16-byte chunk index XOR 2 kk (Swz keeps the chunk's low
   // 3 bits XOR the row's and 2 kk + half = 2 kk ^ half), i.e. the byte offset XOR 32 kk for rows of >= 128 bytes:
-  // one register per fragment row instead of one per (row, k step). Tiles start 256-byte aligned.
+  // one register per fragment row instead of one per (row, k step). Tiles start 256-byte aligned. With rows of 256
+  // bytes (WIDTH 128) bit 7 of a step-0 address is 0 (chunk < 8), so XOR 32 kk = XOR 32 (kk & 3) + 128 (kk >> 2).
   static_assert(WIDTH >= 64, "the XOR step needs rows of at least 8 chunks");
+  static_assert(XOR_BASES == 1 || (XOR_BASES == 4 && WIDTH == 128), "4 XOR bases: rows of 256 bytes");
   const unsigned a0 = SmemAddr(sA + Swz<WIDTH>(a_row0 + (lane & 15), (lane >> 4) * 8));
   const unsigned b0 = SmemAddr(sB + Swz<WIDTH>(b_row0 + (lane & 7) + (lane >> 4) * 8, ((lane >> 3) & 1) * 8));
+  if constexpr (XOR_BASES == 1) {  // exactly the pre-session-6 code: the forward's register allocation depends on it
 #pragma unroll
-  for (int kk = 0; kk < WIDTH / 16; ++kk) {
-    unsigned a[MI][4];
+    for (int kk = 0; kk < WIDTH / 16; ++kk) {
+      unsigned a[MI][4];
 #pragma unroll
-    for (int mi = 0; mi < MI; ++mi) Ldmatrix4(a[mi], (a0 + mi * 16 * WIDTH * 2) ^ (kk << 5));
+      for (int mi = 0; mi < MI; ++mi) Ldmatrix4(a[mi], (a0 + mi * 16 * WIDTH * 2) ^ (kk << 5));
 #pragma unroll
-    for (int nj = 0; nj < NJ; nj += 2) {
-      unsigned b[4];
-      Ldmatrix4(b, (b0 + nj * 8 * WIDTH * 2) ^ (kk << 5));
+      for (int nj = 0; nj < NJ; nj += 2) {
+        unsigned b[4];
+        Ldmatrix4(b, (b0 + nj * 8 * WIDTH * 2) ^ (kk << 5));
 #pragma unroll
-      for (int mi = 0; mi < MI; ++mi) {
-        Mma16816(acc[mi][nj], a[mi], b[0], b[1]);
-        Mma16816(acc[mi][nj + 1], a[mi], b[2], b[3]);
+        for (int mi = 0; mi < MI; ++mi) {
+          Mma16816(acc[mi][nj], a[mi], b[0], b[1]);
+          Mma16816(acc[mi][nj + 1], a[mi], b[2], b[3]);
+        }
+      }
+    }
+  } else {
+    unsigned ab[XOR_BASES], bb[XOR_BASES];
+#pragma unroll
+    for (int x = 0; x < XOR_BASES; ++x) {
+      ab[x] = a0 ^ (x << 5);
+      bb[x] = b0 ^ (x << 5);
+    }
+#pragma unroll
+    for (int kk = 0; kk < WIDTH / 16; ++kk) {
+      const unsigned ak = ab[kk % XOR_BASES] + (kk / XOR_BASES) * 128, bk = bb[kk % XOR_BASES] + (kk / XOR_BASES) * 128;
+      unsigned a[MI][4];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) Ldmatrix4(a[mi], ak + mi * 16 * WIDTH * 2);
+#pragma unroll
+      for (int nj = 0; nj < NJ; nj += 2) {
+        unsigned b[4];
+        Ldmatrix4(b, bk + nj * 8 * WIDTH * 2);
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+          Mma16816(acc[mi][nj], a[mi], b[0], b[1]);
+          Mma16816(acc[mi][nj + 1], a[mi], b[2], b[3]);
+        }
       }
     }
   }
-}
-
-// p[0..3] += v[0..3] in global memory (p 16-byte aligned): one vector reduction on sm_90+, four atomics before.
-__device__ __forceinline__ void AtomicAdd4(float* p, float a, float b, float c, float d) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
-#else
-  atomicAdd(p, a);
-  atomicAdd(p + 1, b);
-  atomicAdd(p + 2, c);
-  atomicAdd(p + 3, d);
-#endif
-}
-
-// Adds one 16x8 fp32 mma accumulator tile (thread: rows lane/4 and lane/4 + 8, columns 2*(lane%4) + {0, 1}) to
-// the row-major fp32 matrix whose element (0, 0) is at `tile` (ld floats per row; tile 16-byte aligned, ld a
-// multiple of 4) with 16-byte reductions: lane pairs swap half rows with one shuffle each way, so the even lane adds
-// 4 columns of the upper row and the odd lane 4 columns of the lower row. Rows >= valid_rows are skipped.
-// All 32 lanes must call it.
-__device__ __forceinline__ void AtomicAddAccTile(const float (&acc)[4], int lane, float* tile, int ld,
-                                                 int valid_rows) {
-  const bool odd = lane & 1;
-  const float x0 = odd ? acc[0] : acc[2], x1 = odd ? acc[1] : acc[3];
-  const float y0 = __shfl_xor_sync(0xffffffffu, x0, 1), y1 = __shfl_xor_sync(0xffffffffu, x1, 1);
-  const int r = (lane >> 2) + (odd ? 8 : 0);
-  if (r >= valid_rows) return;
-  float* dst = tile + r * ld + ((lane & 3) >> 1) * 4;
-  if (odd) AtomicAdd4(dst, y0, y1, acc[2], acc[3]);
-  else AtomicAdd4(dst, acc[0], acc[1], y0, y1);
 }
 
 // p[0] += a, p[1] += b in global memory (p 8-byte aligned): one vector reduction on sm_90+, two atomics before.
@@ -136,6 +165,23 @@ __device__ __forceinline__ void AtomicAdd2(float* p, float a, float b) {
 #else
   atomicAdd(p, a);
   atomicAdd(p + 1, b);
+#endif
+}
+
+// if (pred) { p[0] += a; p[1] += b; } in global memory (p 8-byte aligned): on sm_90+ one vector reduction under a
+// PTX predicate, so the caller's address arithmetic stays outside any branch (session 6: with `if (row < rows)`
+// around a reduction, the compiler sank the 64-bit address computation into each branch, ~10 instructions per tile).
+__device__ __forceinline__ void AtomicAdd2If(float* p, float a, float b, bool pred) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n.reg .pred q;\nsetp.ne.b32 q, %3, 0;\n@q red.global.add.v2.f32 [%0], {%1, %2};\n}\n" ::"l"(p), "f"(a),
+      "f"(b), "r"(static_cast<int>(pred))
+      : "memory");
+#else
+  if (pred) {
+    atomicAdd(p, a);
+    atomicAdd(p + 1, b);
+  }
 #endif
 }
 
