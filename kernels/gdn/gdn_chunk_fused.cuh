@@ -23,8 +23,12 @@
 
 namespace gdn {
 
+// Registers: min 1 block per SM (without a minimum ptxas capped at 128 registers and spilled), except chunk 32
+// with 8 warps: min 2 blocks (a 128-register cap; 94-124 used and no spills on sm_90 / sm_120 since the shared
+// fragments of session 6 r2), so two blocks share an SM when there are more blocks than SMs (packed sequences,
+// BV 32) instead of running in two waves.
 template <int C, int BV, int NWARPS, int STAGES>
-__global__ void __launch_bounds__(NWARPS * 32, 1)  // min 1 block/SM: else ptxas caps at 128 registers and spills
+__global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
     gdn_chunk_fused(const bf16* __restrict__ kd, const bf16* __restrict__ w, const bf16* __restrict__ u,
                     const bf16* __restrict__ qg, const bf16* __restrict__ pmat, const float* __restrict__ gcum,
                     const int4* __restrict__ segs, const int* __restrict__ ht_index, int HV,
@@ -37,6 +41,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1)  // min 1 block/SM: else ptxas
   constexpr int kTilesN = BV / 16;
   constexpr int kHTiles = (kDim / 16) * kTilesN;  // tiles of the 128 x BV state slice
   static_assert(kHTiles % NWARPS == 0, "the state tiles must split evenly over the warps");
+  static_assert(NWARPS % kTilesN == 0, "every tile of a warp in one column strip (the shared V_new fragments)");
   constexpr int kHPerWarp = kHTiles / NWARPS;
   constexpr int kOTiles = (C / 16) * kTilesN;  // tiles of the C x BV output / V_new slice
   constexpr int kOPerWarp = (kOTiles + NWARPS - 1) / NWARPS;
@@ -132,8 +137,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 1)  // min 1 block/SM: else ptxas
         }
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc_o[i][j] = 0.f;
-        warp_tile_mma<kDim, false, true>(acc_v, wsm, LD, hb, LDH, m0, n0);
-        warp_tile_mma<kDim, false, true>(acc_o[i], qs, LD, hb, LDH, m0, n0);
+        warp_tile_mma2<kDim, false, true>(acc_v, wsm, acc_o[i], qs, LD, hb, LDH, m0, n0);  // h's fragment once
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int r = tile_row(m0, j), c = tile_col(n0, j);
@@ -153,31 +157,57 @@ __global__ void __launch_bounds__(NWARPS * 32, 1)  // min 1 block/SM: else ptxas
     } else {
       __syncthreads();  // V_new complete; nobody reads hb of this chunk any more
     }
-    // O += P V_new; write o.
+    // O += P V_new and h = exp(gamma_last) h + kd^T V_new, k-step outermost: every tile of this warp (O and h)
+    // has the column strip nw0 (NWARPS % kTilesN == 0), so each V_new fragment is loaded once and feeds all of
+    // them (session 6 r2: 36 instead of 52 ldmatrix.x4 per warp and chunk at C32 / BV64 / 8 warps, all of it
+    // with the load-stage copies the shared-memory bandwidth the chunk loop is bound by). P's blocks above
+    // the diagonal are zero and skipped.
+    const int nw0 = (warp % kTilesN) * 16;
+#pragma unroll
+    for (int i = 0; i < kHPerWarp; ++i) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) h[i][j] *= decay;
+    }
+#pragma unroll
+    for (int k0 = 0; k0 < C; k0 += 16) {
+      unsigned bv[4];
+      load_b_frag<true>(bv, vn, LDH, nw0, k0);
+#pragma unroll
+      for (int i = 0; i < kOPerWarp; ++i) {
+        const int tt = warp + i * NWARPS, m0 = (tt / kTilesN) * 16;
+        if ((kOTiles % NWARPS == 0 || tt < kOTiles) && k0 <= m0) {
+          unsigned a[4];
+          load_a_frag<false>(a, ps, LDP, m0, k0);
+          mma_16x16(acc_o[i], a, bv);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kHPerWarp; ++i) {
+        unsigned a[4];
+        load_a_frag<true>(a, kds, LD, ((warp + i * NWARPS) / kTilesN) * 16, k0);
+        mma_16x16(h[i], a, bv);
+      }
+    }
+    // Write o; the bf16 copy of h for the next chunk.
     bf16* out = o + t * o_st + hv * o_sh + col0;
 #pragma unroll
     for (int i = 0; i < kOPerWarp; ++i) {
       const int tt = warp + i * NWARPS;
       if (kOTiles % NWARPS == 0 || tt < kOTiles) {
-        const int m0 = (tt / kTilesN) * 16, n0 = (tt % kTilesN) * 16;
-        warp_tile_mma<C, false, true>(acc_o[i], ps, LDP, vn, LDH, m0, n0);
+        const int m0 = (tt / kTilesN) * 16;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const int r = tile_row(m0, j), c = tile_col(n0, j);
+          const int r = tile_row(m0, j), c = tile_col(nw0, j);
           if (r < len) store_bf16x2(out + r * o_st + c, acc_o[i][2 * j], acc_o[i][2 * j + 1]);
         }
       }
     }
-    // h = exp(gamma_last) h + kd^T V_new, in registers; its bf16 copy for the next chunk.
 #pragma unroll
     for (int i = 0; i < kHPerWarp; ++i) {
-      const int tt = warp + i * NWARPS, m0 = (tt / kTilesN) * 16, n0 = (tt % kTilesN) * 16;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) h[i][j] *= decay;
-      warp_tile_mma<C, true, true>(h[i], kds, LD, vn, LDH, m0, n0);
+      const int m0 = ((warp + i * NWARPS) / kTilesN) * 16;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        store_bf16x2(hb + tile_row(m0, j) * LDH + tile_col(n0, j), h[i][2 * j], h[i][2 * j + 1]);
+        store_bf16x2(hb + tile_row(m0, j) * LDH + tile_col(nw0, j), h[i][2 * j], h[i][2 * j + 1]);
       }
     }
     if constexpr (STAGES == 1) {

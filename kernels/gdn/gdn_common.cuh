@@ -96,6 +96,33 @@ __device__ __forceinline__ void mma_bf16_16816(float& d0, float& d1, float& d2, 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Fragments of one warp's 16 x 16 mma tile at depth k0 (ldmatrix.x4): A's 16 x 16 block at rows m0 (A [M][KD]
+// row-major, lda; A_KM: [KD][M]) and B's 16 x 16 block at columns n0 (B [N][KD] row-major, ldb; B_KN: [KD][N]).
+// Loading a fragment once and feeding several mma_16x16 with it saves shared-memory bandwidth (session 6 r2).
+template <bool A_KM>
+__device__ __forceinline__ void load_a_frag(unsigned (&a)[4], const bf16* A, int lda, int m0, int k0) {
+  const int lane = threadIdx.x % 32, mi = lane / 8, li = lane % 8;
+  if constexpr (!A_KM) {
+    ldmatrix_x4(a, A + (m0 + (mi % 2) * 8 + li) * lda + k0 + (mi / 2) * 8);
+  } else {
+    ldmatrix_x4_trans(a, A + (k0 + (mi / 2) * 8 + li) * lda + m0 + (mi % 2) * 8);
+  }
+}
+template <bool B_KN>
+__device__ __forceinline__ void load_b_frag(unsigned (&b)[4], const bf16* B, int ldb, int n0, int k0) {
+  const int lane = threadIdx.x % 32, mi = lane / 8, li = lane % 8;
+  if constexpr (!B_KN) {
+    ldmatrix_x4(b, B + (n0 + (mi / 2) * 8 + li) * ldb + k0 + (mi % 2) * 8);
+  } else {
+    ldmatrix_x4_trans(b, B + (k0 + (mi % 2) * 8 + li) * ldb + n0 + (mi / 2) * 8);
+  }
+}
+// acc (layout of warp_tile_mma) += the 16 x 16 x 16 product of fragments a and b.
+__device__ __forceinline__ void mma_16x16(float (&acc)[8], const unsigned (&a)[4], const unsigned (&b)[4]) {
+  mma_bf16_16816(acc[0], acc[1], acc[2], acc[3], a, b[0], b[1]);
+  mma_bf16_16816(acc[4], acc[5], acc[6], acc[7], a, b[2], b[3]);
+}
+
 // One warp's 16 x 16 tile of C[M x N] += A[M x KD] * B[KD x N] at (m0, n0), operands in shared memory (bf16),
 // accumulators in registers: acc[0..3] is the m16n8 fragment of columns n0..n0+7, acc[4..7] of n0+8..n0+15;
 // lane l holds (m0 + l/4, n0 + 2(l%4) + {0,1}) in acc[0..1] / acc[4..5] and row + 8 in acc[2..3] / acc[6..7]
@@ -105,22 +132,28 @@ template <int KD, bool A_KM, bool B_KN>
 __device__ __forceinline__ void warp_tile_mma(float (&acc)[8], const bf16* A, int lda, const bf16* B, int ldb,
                                               int m0, int n0) {
   static_assert(KD % 16 == 0, "GEMM depth must be a multiple of 16");
-  const int lane = threadIdx.x % 32, mi = lane / 8, li = lane % 8;
 #pragma unroll
   for (int k0 = 0; k0 < KD; k0 += 16) {
     unsigned a[4], b[4];
-    if constexpr (!A_KM) {
-      ldmatrix_x4(a, A + (m0 + (mi % 2) * 8 + li) * lda + k0 + (mi / 2) * 8);
-    } else {
-      ldmatrix_x4_trans(a, A + (k0 + (mi / 2) * 8 + li) * lda + m0 + (mi % 2) * 8);
-    }
-    if constexpr (!B_KN) {
-      ldmatrix_x4(b, B + (n0 + (mi / 2) * 8 + li) * ldb + k0 + (mi % 2) * 8);
-    } else {
-      ldmatrix_x4_trans(b, B + (k0 + (mi % 2) * 8 + li) * ldb + n0 + (mi / 2) * 8);
-    }
-    mma_bf16_16816(acc[0], acc[1], acc[2], acc[3], a, b[0], b[1]);
-    mma_bf16_16816(acc[4], acc[5], acc[6], acc[7], a, b[2], b[3]);
+    load_a_frag<A_KM>(a, A, lda, m0, k0);
+    load_b_frag<B_KN>(b, B, ldb, n0, k0);
+    mma_16x16(acc, a, b);
+  }
+}
+// Two products sharing B: acc0 += A0 B and acc1 += A1 B (A0, A1 of the same storage and lda), B's fragment
+// loaded once per k-step (3 ldmatrix per 4 mma instead of 4).
+template <int KD, bool A_KM, bool B_KN>
+__device__ __forceinline__ void warp_tile_mma2(float (&acc0)[8], const bf16* A0, float (&acc1)[8], const bf16* A1,
+                                               int lda, const bf16* B, int ldb, int m0, int n0) {
+  static_assert(KD % 16 == 0, "GEMM depth must be a multiple of 16");
+#pragma unroll
+  for (int k0 = 0; k0 < KD; k0 += 16) {
+    unsigned a0[4], a1[4], b[4];
+    load_b_frag<B_KN>(b, B, ldb, n0, k0);
+    load_a_frag<A_KM>(a0, A0, lda, m0, k0);
+    load_a_frag<A_KM>(a1, A1, lda, m0, k0);
+    mma_16x16(acc0, a0, b);
+    mma_16x16(acc1, a1, b);
   }
 }
 // Position of the accumulator pair acc[2j], acc[2j+1] (j = 0..3) of warp_tile_mma's tile at (m0, n0).
