@@ -20,6 +20,14 @@
 
 namespace gdn {
 
+// acc += l * t, elementwise over the 4 lanes of a float4.
+__device__ __forceinline__ void fma4(float l, float4 t, float4& acc) {
+  acc.x = fmaf(l, t.x, acc.x);
+  acc.y = fmaf(l, t.y, acc.y);
+  acc.z = fmaf(l, t.z, acc.z);
+  acc.w = fmaf(l, t.w, acc.w);
+}
+
 // T = (I + L)^-1 in place for a strictly lower C x C fp32 matrix L in shared memory (row stride ld, a multiple
 // of 4; diagonal and upper part stored as 0): afterwards the strictly lower part holds T's (T has a unit
 // diagonal), the rest stays 0. All fp32, every loop with a compile-time trip count (session 6; the former
@@ -29,13 +37,6 @@ namespace gdn {
 // 2. Block rows i = 1 .. C/16 - 1: R = L_i,<i (I + T_<i,<i) (the strictly lower T of the rows above, already in
 //    place), then T_i,<i = -(I + T_ii) R; each thread computes 4 adjacent columns (float4 loads of T / R rows).
 // Called by all threads; ends with a barrier.
-__device__ __forceinline__ void fma4(float l, float4 t, float4& acc) {
-  acc.x = fmaf(l, t.x, acc.x);
-  acc.y = fmaf(l, t.y, acc.y);
-  acc.z = fmaf(l, t.z, acc.z);
-  acc.w = fmaf(l, t.w, acc.w);
-}
-
 template <int C, int NWARPS>
 __device__ __forceinline__ void invert_unit_lower(float* L, int ld) {
   constexpr int NT = NWARPS * 32, NB = C / 16;
