@@ -457,6 +457,25 @@ TEST(KernelCache, HitAndMissCountersPersistAcrossProcesses) {
   EXPECT_EQ(stats->misses, 1);
 }
 
+TEST(KernelCache, AFileWhereTheDirectoryShouldBeOrAMissingDirectoryWithoutCreateIsRefused) {
+  TempDir tmp;
+  const auto file = tmp.path() / "not-a-dir";
+  std::ofstream(file) << "x";
+  CacheOptions o;
+  o.dir = file;
+  auto r = KernelCache::Open(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("is not a directory"), std::string::npos) << r.status().ToString();
+
+  o.dir = tmp.path() / "missing";
+  o.create = false;
+  r = KernelCache::Open(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kNotFound);
+  EXPECT_FALSE(std::filesystem::exists(o.dir));
+}
+
 TEST(KernelCache, DefaultDirectoryFollowsTheEnvironment) {
   setenv("DFLASH_CACHE_DIR", "/x/dflash", 1);
   EXPECT_EQ(DefaultCacheDir(), "/x/dflash");
