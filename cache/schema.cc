@@ -75,7 +75,12 @@ Status CheckDatabaseFileHeader(const std::filesystem::path& db_path, bool* maybe
     return Corruption(db_path.string() + " is truncated (" + std::to_string(size) + " bytes is not a whole number of " +
                       std::to_string(page_size) + "-byte pages)");
   }
-  if (change == valid_for && static_cast<std::uint64_t>(pages) * page_size > size) {
+  // A checkpoint copies the WAL's pages in page order, page 1 (with the new page count) first: one that was killed
+  // before it extended the file leaves a header ahead of the file for good, and SQLite recovers the missing pages
+  // from the WAL. So the page count only convicts a file with no WAL frames beside it (a closed cache).
+  const auto wal_size = std::filesystem::file_size(db_path.string() + "-wal", ec);
+  const bool wal_has_frames = !ec && wal_size > 32;  // more than the WAL header
+  if (change == valid_for && static_cast<std::uint64_t>(pages) * page_size > size && !wal_has_frames) {
     return Corruption(db_path.string() + " is truncated (header says " + std::to_string(pages) + " pages, file holds " +
                       std::to_string(size / page_size) + ")");
   }

@@ -30,8 +30,9 @@ namespace dflash::cache {
 
 inline constexpr const char* kDatabaseFile = "kernels.db";
 
-// Checks the raw file before SQLite sees it: a non-empty file must start with the SQLite magic and be at least as
-// long as the page count in its header says (catches garbage and truncation with a clear reason).
+// Checks the raw file before SQLite sees it: a non-empty file must start with the SQLite magic and, with no WAL
+// frames beside it, be at least as long as the page count in its header says (catches garbage and truncation with a
+// clear reason; with WAL frames, SQLite itself supplies the pages a killed checkpoint had not yet copied).
 // *maybe_transient is set when the verdict is "truncated", which a concurrent checkpoint can show briefly.
 Status CheckDatabaseFileHeader(const std::filesystem::path& db_path, bool* maybe_transient = nullptr);
 // Creates or migrates the schema to kSchemaVersion (read-write connections only).

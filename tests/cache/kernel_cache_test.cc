@@ -228,6 +228,54 @@ TEST(KernelCache, TruncatedDatabaseFileIsRefused) {
   EXPECT_EQ(c.status().code(), ErrorCode::kCorruption);
 }
 
+// A checkpoint copies the WAL's pages into the file in page order, page 1 (with the new page count) first. A process
+// killed right after that leaves a header that promises more pages than the file holds, and SQLite recovers the
+// rest from the WAL. Such a cache must open and serve every entry; before the fix, Open refused it for good as
+// "truncated" (the header check retried for 2 s and gave up).
+TEST(KernelCache, ACheckpointKilledAfterItsFirstPageLeavesACacheThatOpensWhole) {
+  TempDir live, crashed;
+  auto cache = OpenOrDie(live.path());
+  for (int i = 0; i < 12; ++i) ASSERT_TRUE(cache->Publish(EntryFor(i, "sm_120", 100000)).ok());
+  // The crash image, taken while the cache is open: nothing checkpointed, the new pages are in the WAL only.
+  const auto db = crashed.path() / kDatabaseFile;
+  const std::string wal_name = std::string(kDatabaseFile) + "-wal";
+  std::filesystem::copy_file(live.path() / kDatabaseFile, db);
+  std::filesystem::copy_file(live.path() / wal_name, crashed.path() / wal_name);
+  // What the killed checkpoint wrote: the newest copy of page 1 from the WAL, over the file's page 1.
+  const std::vector<char> wal = ReadFile(crashed.path() / wal_name);
+  ASSERT_GT(wal.size(), 32u);
+  auto be32 = [](const char* p) {
+    return (std::uint32_t(std::uint8_t(p[0])) << 24) | (std::uint32_t(std::uint8_t(p[1])) << 16) |
+           (std::uint32_t(std::uint8_t(p[2])) << 8) | std::uint32_t(std::uint8_t(p[3]));
+  };
+  const std::size_t page = be32(wal.data() + 8);
+  ASSERT_EQ(page, 65536u);
+  std::vector<char> bytes = ReadFile(db);
+  ASSERT_GE(bytes.size(), page);
+  bool found = false;
+  for (std::size_t off = 32; off + 24 + page <= wal.size(); off += 24 + page) {
+    if (be32(wal.data() + off) != 1) continue;
+    std::copy(wal.begin() + off + 24, wal.begin() + off + 24 + page, bytes.begin());
+    found = true;
+  }
+  ASSERT_TRUE(found) << "no frame of page 1 in the WAL";
+  WriteFile(db, bytes);
+  ASSERT_GT(std::uint64_t(be32(bytes.data() + 28)) * page, std::filesystem::file_size(db))
+      << "the image must have a header ahead of its file";
+
+  auto reopened = OpenOrDie(crashed.path());
+  ASSERT_NE(reopened, nullptr);
+  for (int i = 0; i < 12; ++i) {
+    auto got = reopened->Lookup(KeyFor(i));
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_TRUE(got->has_value()) << "entry " << i;
+    EXPECT_EQ((**got).cubin, EntryFor(i, "sm_120", 100000).cubin) << "entry " << i;
+  }
+  auto report = reopened->Verify(false);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(report->ok());
+}
+
 TEST(KernelCache, NetworkFilesystemIsRefusedUnlessAllowed) {
   TempDir dir;
   setenv("DFLASH_TEST_FS_TYPE", "6969", 1);  // NFS_SUPER_MAGIC
