@@ -106,18 +106,18 @@ TEST(Communicator, ADeadPeerFailsTheCollectiveWithinTheTimeout) {
 }
 
 TEST(Communicator, AMissingRankFailsTheRendezvousWithinTheTimeout) {
-  auto port = FreeLocalPort();
+  auto port = ReserveLocalPort();
   ASSERT_TRUE(port.ok());
   auto codes = RunRanks(1, [&](const RankEnv&) {
     RankEnv env;  // rank 0 of 2; rank 1 never comes
     env.world_size = env.local_world_size = 2;
-    env.master_port = *port;
+    env.master_port = port->port();
     const auto start = Clock::now();
     auto comm = Communicator::Create(env, torch::kCPU, std::chrono::seconds(2));
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
     CHILD_CHECK(!comm.ok());
-    CHILD_CHECK(comm.status().message().find("MASTER_ADDR:MASTER_PORT=127.0.0.1:" + std::to_string(*port)) !=
-                std::string::npos);
+    const std::string where = "MASTER_ADDR:MASTER_PORT=127.0.0.1:" + std::to_string(port->port());
+    CHILD_CHECK(comm.status().message().find(where) != std::string::npos);
     CHILD_CHECK(waited < 15);
     return 0;
   });

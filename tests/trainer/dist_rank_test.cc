@@ -1,7 +1,14 @@
 // Rank environment parsing (one error per bad variable), the shard rule (every row of a step trained by exactly one
 // rank, the same rows as one rank with the whole batch), the launcher's argument handling and the collective
 // deadline (fires once for an armed collective that overruns, never for a disarmed one).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <map>
 #include <set>
@@ -158,21 +165,46 @@ TEST(Launcher, FreeLocalPortCanBeBound) {
   EXPECT_LT(*port, 65536);
 }
 
+// A reserved port is handed to no one else (a socket without SO_REUSEADDR cannot bind it), yet a rendezvous server
+// that sets SO_REUSEADDR (as c10d's TCPStore does) can listen on it while the reservation is held.
+TEST(Launcher, AReservedPortIsHeldYetTheRendezvousCanListenOnIt) {
+  auto reserved = ReserveLocalPort();
+  ASSERT_TRUE(reserved.ok()) << reserved.status().ToString();
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(reserved->port()));
+  const int plain = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(plain, 0);
+  EXPECT_NE(bind(plain, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << "the port is not held";
+  close(plain);
+  const int server = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(server, 0);
+  const int on = 1;
+  ASSERT_EQ(setsockopt(server, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on), 0);
+  EXPECT_EQ(bind(server, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
+  EXPECT_EQ(listen(server, 4), 0) << std::strerror(errno);
+  close(server);
+}
+
 TEST(CollectiveDeadline, FiresOnceForAnOverrunAndNeverWhenDisarmedInTime) {
   using namespace std::chrono_literals;
   std::mutex mu;
   std::vector<std::string> fired;
-  CollectiveDeadline d(150ms, [&](const std::string& what) {
+  // The margins are wide (each armed sleep is 400 ms short of the limit): a loaded CI machine can deschedule a
+  // thread for tens of milliseconds, and a late Disarm would make a deadline that works look broken.
+  constexpr auto kLimit = 600ms;
+  CollectiveDeadline d(kLimit, [&](const std::string& what) {
     std::lock_guard<std::mutex> lock(mu);
     fired.push_back(what);
   });
-  // In time, several times over (each Arm restarts the clock).
+  // In time, several times over (each Arm restarts the clock: together they last longer than the limit).
   for (int i = 0; i < 4; ++i) {
     d.Arm("quick " + std::to_string(i));
-    std::this_thread::sleep_for(60ms);
+    std::this_thread::sleep_for(200ms);
     d.Disarm();
   }
-  std::this_thread::sleep_for(250ms);
+  std::this_thread::sleep_for(kLimit + 100ms);
   {
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_TRUE(fired.empty()) << fired.front();
@@ -188,8 +220,8 @@ TEST(CollectiveDeadline, FiresOnceForAnOverrunAndNeverWhenDisarmedInTime) {
     ASSERT_LT(std::chrono::steady_clock::now() - start, 5s) << "the deadline never fired";
     std::this_thread::sleep_for(5ms);
   }
-  EXPECT_GE(std::chrono::steady_clock::now() - start, 150ms);
-  std::this_thread::sleep_for(400ms);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, kLimit);
+  std::this_thread::sleep_for(2 * kLimit);
   d.Disarm();
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_EQ(fired, std::vector<std::string>{"gradient all-reduce"});

@@ -24,8 +24,10 @@ namespace dflash::trainer::dist::testing {
 // Runs body(rank) in `world` child processes of one rendezvous; returns each child's exit code (the body's result,
 // 100 + line for a failed check). The parent touches no LibTorch state before forking.
 inline std::vector<int> RunRanks(int world, const std::function<int(const RankEnv&)>& body) {
-  auto port = FreeLocalPort();
-  EXPECT_TRUE(port.ok());
+  // Held until every rank has exited: nothing else on the machine (a parallel test's gloo connections) can take the
+  // port before rank 0's store binds it.
+  auto port = ReserveLocalPort();
+  EXPECT_TRUE(port.ok()) << port.status().ToString();
   std::vector<pid_t> pids;
   for (int r = 0; r < world; ++r) {
     const pid_t pid = fork();
@@ -35,7 +37,7 @@ inline std::vector<int> RunRanks(int world, const std::function<int(const RankEn
       env.rank = env.local_rank = r;
       env.world_size = env.local_world_size = world;
       env.master_addr = "127.0.0.1";
-      env.master_port = *port;
+      env.master_port = port->port();
       int code = 1;
       try {
         torch::set_num_threads(1);

@@ -35,11 +35,13 @@ pid_t Spawn(std::vector<std::string> args, const std::vector<std::string>& extra
 int Wait(pid_t pid) { return dflash::testing::WaitExit(pid); }
 std::string Read(const fs::path& p) { return dflash::testing::ReadText(p); }
 
+// The complete lines of RUN/metrics.jsonl. The tests poll it while rank 0 appends: a last line without its newline
+// is still being written (the JSON and the newline may land in separate writes) and is left for the next poll.
 std::vector<nlohmann::json> Metrics(const fs::path& run) {
   std::vector<nlohmann::json> out;
-  std::ifstream f(run / "metrics.jsonl");
-  for (std::string line; std::getline(f, line);) {
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  const std::string text = Read(run / "metrics.jsonl");
+  for (std::size_t begin = 0, end; (end = text.find('\n', begin)) != std::string::npos; begin = end + 1) {
+    if (end > begin) out.push_back(nlohmann::json::parse(text.substr(begin, end - begin)));
   }
   return out;
 }
@@ -187,7 +189,7 @@ TEST_F(DistTrain, TwoRanksWithAccumulationEqualOneRankOfTheWholeBatch) {
 // SIGSTOP: it hangs). Rank 0 must end with an error within the timeout, and the newest checkpoint must load.
 void DistTrain::LoseRankOne(int sig) {
   constexpr int kTimeoutS = 10;
-  auto port = dist::FreeLocalPort();
+  auto port = dist::ReserveLocalPort();  // held until the test ends: rank 0 binds it only after start-up
   ASSERT_TRUE(port.ok());
   auto args = Args("run", {"--batch-size", "1", "--max-steps", "500"});
   args[std::find(args.begin(), args.end(), "--dist-timeout") - args.begin() + 1] = std::to_string(kTimeoutS);
@@ -195,7 +197,7 @@ void DistTrain::LoseRankOne(int sig) {
   for (int r = 0; r < 2; ++r) {
     pids.push_back(Spawn(args,
                          {"RANK=" + std::to_string(r), "WORLD_SIZE=2", "LOCAL_RANK=" + std::to_string(r),
-                          "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(*port)},
+                          "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port->port())},
                          root_ / ("err" + std::to_string(r) + ".txt")));
   }
   // Let them train a few steps (rank 0 logs them), then kill rank 1 without warning.

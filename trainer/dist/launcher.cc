@@ -38,6 +38,39 @@ Result<int> FreeLocalPort() {
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
+ReservedPort& ReservedPort::operator=(ReservedPort&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = o.fd_;
+    port_ = o.port_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+ReservedPort::~ReservedPort() {
+  if (fd_ >= 0) close(fd_);
+}
+
+Result<ReservedPort> ReserveLocalPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return IoError(std::string("socket: ") + std::strerror(errno));
+  const int on = 1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const bool ok = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) == 0 &&
+                  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  if (!ok) {
+    const int err = errno;
+    close(fd);
+    return IoError(std::string("cannot reserve a free port: ") + std::strerror(err));
+  }
+  return ReservedPort(fd, static_cast<int>(ntohs(addr.sin_port)));
+}
+
 namespace {
 
 int ExitCodeOf(int wait_status) {
@@ -65,11 +98,13 @@ std::vector<std::string> WorkerArguments(int argc, const char* const* argv) {
 Result<int> LaunchWorkers(const LaunchOptions& o) {
   if (o.nproc < 1) return InvalidArgument("--nproc-per-node must be >= 1, got " + std::to_string(o.nproc));
   int port = o.master_port;
+  ReservedPort reserved;  // held until the workers are gone: rank 0 binds it only once it has started up
   if (port == 0) {
     if (const char* p = std::getenv("MASTER_PORT"); p != nullptr && *p != '\0') {
       port = std::atoi(p);
     } else {
-      DFLASH_ASSIGN_OR_RETURN(port, FreeLocalPort());
+      DFLASH_ASSIGN_OR_RETURN(reserved, ReserveLocalPort());
+      port = reserved.port();
     }
   }
   // Each worker's argv and environment, built before fork (the child only calls execve).
