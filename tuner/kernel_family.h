@@ -94,6 +94,10 @@ class KernelFamily {
     std::size_t dynamic_shared_bytes = 0;
   };
   virtual BlockShape BlockShapeOf(const Config& config, const Problem& bucket) const = 0;
+  // Configs that measured best on earlier runs for buckets like this one (the family's NOTES.md says where),
+  // best first. The search measures those that are candidates before anything else, so a variant or time budget
+  // starts from them instead of missing them by chance; configs that are invalid or pruned here are skipped.
+  virtual std::vector<Config> SeedConfigs(const Problem& bucket) const { return {}; }
 
   // A problem instance for correctness checks and benchmarks: fresh random inputs from `seed`.
   // `problem` may be any problem of the bucket (the tuner benchmarks the bucket's representative).

@@ -5,8 +5,8 @@
 namespace dflash::tuner {
 
 SearchPlan::SearchPlan(std::vector<TunableParam> params, std::vector<Config> candidates, SearchBudget budget,
-                       std::uint64_t seed)
-    : params_(std::move(params)), candidates_(std::move(candidates)), rng_(seed) {
+                       std::uint64_t seed, std::vector<Config> seeds)
+    : params_(std::move(params)), candidates_(std::move(candidates)), seeds_(std::move(seeds)), rng_(seed) {
   for (const Config& c : candidates_) remaining_.insert(ConfigToJson(c));
   const int n = static_cast<int>(candidates_.size());
   exhaustive_ = budget.max_variants <= 0 || budget.max_variants >= n;
@@ -40,25 +40,36 @@ std::vector<Config> SearchPlan::Neighbours(const Config& c) const {
   return out;
 }
 
+std::optional<Config> SearchPlan::TakeSeed() {
+  while (next_seed_ < seeds_.size()) {  // seeds that are not (or no longer) candidates are skipped
+    const Config& s = seeds_[next_seed_++];
+    if (remaining_.count(ConfigToJson(s))) return s;
+  }
+  return std::nullopt;
+}
+
+std::optional<Config> SearchPlan::TakeInOrder() {
+  while (next_in_order_ < candidates_.size() && !remaining_.count(ConfigToJson(candidates_[next_in_order_]))) {
+    ++next_in_order_;
+  }
+  if (next_in_order_ < candidates_.size()) return candidates_[next_in_order_++];
+  return std::nullopt;
+}
+
+std::optional<Config> SearchPlan::TakeNeighbourOfBest() {
+  if (!best_) return std::nullopt;
+  for (const Config& n : Neighbours(best_->first)) {
+    if (remaining_.count(ConfigToJson(n))) return n;
+  }
+  return std::nullopt;
+}
+
 std::optional<Config> SearchPlan::Next() {
   if (proposed_ >= limit_ || remaining_.empty()) return std::nullopt;
-  std::optional<Config> pick;
-  if (exhaustive_) {
-    while (next_in_order_ < candidates_.size() && !remaining_.count(ConfigToJson(candidates_[next_in_order_]))) {
-      ++next_in_order_;
-    }
-    if (next_in_order_ < candidates_.size()) pick = candidates_[next_in_order_++];
-  } else if (proposed_ < (limit_ + 1) / 2 || !best_) {
-    pick = TakeRandom();
-  } else {
-    for (const Config& n : Neighbours(best_->first)) {
-      if (remaining_.count(ConfigToJson(n))) {
-        pick = n;
-        break;
-      }
-    }
-    if (!pick) pick = TakeRandom();
-  }
+  std::optional<Config> pick = TakeSeed();
+  if (!pick && exhaustive_) pick = TakeInOrder();
+  if (!pick && proposed_ >= (limit_ + 1) / 2) pick = TakeNeighbourOfBest();
+  if (!pick) pick = TakeRandom();
   if (!pick) return std::nullopt;
   remaining_.erase(ConfigToJson(*pick));
   ++proposed_;

@@ -1,6 +1,7 @@
-// SearchPlan: which variants of a tuning problem to benchmark, in what order. Exhaustive over the (pruned) space
-// by default; with a budget smaller than the space, a random sample (half the budget) then local refinement:
-// the unmeasured neighbours of the best variant so far (one parameter moved one step), then random again.
+// SearchPlan: which variants of a tuning problem to benchmark, in what order. The seeds (the family's earlier
+// winners) that are candidates come first; then exhaustive over the (pruned) space by default; with a budget
+// smaller than the space, a random sample (up to half the budget, seeds included) then local refinement: the
+// unmeasured neighbours of the best variant so far (one parameter moved one step), then random again.
 // Owns: only its own bookkeeping; pure logic (no GPU), so it is tested on the CPU with synthetic timings.
 // Thread-safety: one plan per tuning problem, used by one thread.
 #pragma once
@@ -24,7 +25,7 @@ struct SearchBudget {
 class SearchPlan {
  public:
   SearchPlan(std::vector<TunableParam> params, std::vector<Config> candidates, SearchBudget budget,
-             std::uint64_t seed);
+             std::uint64_t seed, std::vector<Config> seeds = {});
   // The next variant to measure, or nullopt when the plan is done.
   std::optional<Config> Next();
   // The outcome of the variant Next returned: its time, or nullopt when it failed.
@@ -34,10 +35,15 @@ class SearchPlan {
 
  private:
   std::vector<Config> Neighbours(const Config& c) const;
+  std::optional<Config> TakeSeed();
+  std::optional<Config> TakeInOrder();
+  std::optional<Config> TakeNeighbourOfBest();
   std::optional<Config> TakeRandom();
 
   std::vector<TunableParam> params_;
   std::vector<Config> candidates_;
+  std::vector<Config> seeds_;
+  std::size_t next_seed_ = 0;
   std::set<std::string> remaining_;  // canonical JSON of candidates not yet proposed
   bool exhaustive_ = true;
   int limit_ = 0;

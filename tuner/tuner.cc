@@ -67,7 +67,7 @@ Result<cache::Entry> BenchmarkKey(cache::KernelCache& cache, const gpu::Context&
     by_config[ConfigToJson(c.config)] = &c;
     configs.push_back(c.config);
   }
-  SearchPlan plan(family.params(), configs, options.budget, seed);
+  SearchPlan plan(family.params(), configs, options.budget, seed, family.SeedConfigs(bucket));
   const int total = static_cast<int>(configs.size());
   int done = 0;
   std::optional<std::pair<const CompiledCandidate*, cache::Timing>> best;

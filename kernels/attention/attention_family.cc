@@ -40,6 +40,19 @@ class AttentionFamily final : public tuner::KernelFamily {
     return dir_ == Direction::kForward ? ForwardInvalidReason(config, *spec) : BackwardInvalidReason(config, *spec);
   }
 
+  // The tuned winners on the H200 (kernels/attention/NOTES.md session 6): forward 128 x 64, 4 warps, 2 stages
+  // for every mask kind; backward FA2's 2-D warp layout at 64 x 128 (2 stages for DFlash full 512 with every kv
+  // head in flight and for causal in L2-sized head groups; 1 stage, head groups for DFlash full 128) and 64 x 64
+  // (1 stage) for the sliding layers.
+  std::vector<tuner::Config> SeedConfigs(const tuner::Problem&) const override {
+    if (dir_ == Direction::kForward) return {{{"block_m", 128}, {"block_n", 64}, {"warps", 4}, {"stages", 2}}};
+    auto bwd = [](int block_n, int stages, int head_groups) {
+      return tuner::Config{{"block_m", 64},    {"block_n", block_n}, {"stages", stages},
+                           {"dq_mode", 0},     {"warp_layout", 2},   {"head_groups", head_groups}};
+    };
+    return {bwd(128, 2, 0), bwd(128, 2, 1), bwd(128, 1, 1), bwd(64, 1, 0)};
+  }
+
   tuner::CompileSpec MakeCompileSpec(const tuner::Config& config, const tuner::Problem& bucket) const override {
     tuner::CompileSpec cs;
     cs.main_file = "attention_kernels.cu";

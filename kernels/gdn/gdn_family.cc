@@ -67,6 +67,17 @@ class GdnFamily final : public tuner::KernelFamily {
     return s;
   }
 
+  // The tuned winners on the H200 (kernels/gdn/NOTES.md sessions 5-6): (16,48) 1x8192 and 1x32768 (fused, 2
+  // stages, 64 columns, 8 warps), (16,32) 1x8192 (32 columns), 8 packed documents (1 stage, 4 warps), and the
+  // split pass of session 5's 1x32768 winner. Budget 8 sampled past the first one in session 6 (0.727 vs 0.676 ms).
+  std::vector<tuner::Config> SeedConfigs(const tuner::Problem&) const override {
+    auto fused = [](int state_bv, int warps, int stages, int segment_chunks) {
+      return ConfigOf({.chunk = 32, .state_bv = state_bv, .out_bv = kFusedOutBv, .warps = warps,
+                       .segment_chunks = segment_chunks, .fused = stages});
+    };
+    return {fused(64, 8, 2, 0), fused(32, 8, 2, 0), fused(64, 4, 1, 0), fused(32, 4, 1, 32)};
+  }
+
   Result<std::unique_ptr<tuner::Workload>> MakeWorkload(const gpu::Context& ctx, const tuner::Problem& problem,
                                                         std::uint64_t seed) const override {
     DFLASH_ASSIGN_OR_RETURN(ProblemSpec spec, ParseProblem(problem));

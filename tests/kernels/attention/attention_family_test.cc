@@ -4,6 +4,7 @@
 // the context below it).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
@@ -96,6 +97,25 @@ TEST(AttentionConfig, SpacesHaveTheTunablesTheIssueAsksFor) {
   EXPECT_EQ(bwd, (std::set<std::string>{"block_m", "block_n", "stages", "dq_mode", "warp_layout", "head_groups"}));
   EXPECT_EQ(ForwardFamily().name(), "attention_fwd");
   EXPECT_EQ(BackwardFamily().name(), "attention_bwd");
+}
+
+// The seeds (earlier winners the search measures first) are points of the space, valid for the drafter's and
+// the causal shapes, so a budgeted warmup really starts from them.
+TEST(AttentionConfig, SeedsAreValidPointsOfTheSpace) {
+  const tuner::Problem causal = {{"mask", "causal"}, {"heads_q", 32}, {"heads_kv", 8}, {"head_dim", 128},
+                                 {"seq_q", 8192}};
+  for (const tuner::KernelFamily* f : {&ForwardFamily(), &BackwardFamily()}) {
+    const std::vector<tuner::Config> space = tuner::EnumerateSpace(*f);
+    for (const tuner::Problem& p : {DflashProblem(512, 8192), DflashProblem(512, 8192, "dflash_sliding"), causal}) {
+      const tuner::Problem bucket = *f->Bucket(p);
+      const std::vector<tuner::Config> seeds = f->SeedConfigs(bucket);
+      EXPECT_FALSE(seeds.empty()) << f->name();
+      for (const tuner::Config& c : seeds) {
+        EXPECT_NE(std::find(space.begin(), space.end(), c), space.end()) << f->name() << " " << tuner::ConfigLabel(c);
+        EXPECT_EQ(f->InvalidReason(c, bucket), "") << f->name() << " " << tuner::ConfigLabel(c) << " " << p.dump();
+      }
+    }
+  }
 }
 
 TEST(AttentionConfig, InvalidConfigsSayWhy) {

@@ -1,6 +1,7 @@
 // The gdn family's problem, space and tuner-facing description (CPU only).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -86,6 +87,20 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
   EXPECT_EQ(valid, n - fused_duplicates - dominated);
   EXPECT_EQ(valid, 24u) << "chunk 32 only: 2 stages x 3 state_bv x 2 warps x 2 segment lengths";
   EXPECT_GT(expressions.size(), 10u);
+}
+
+TEST(GdnConfig, SeedsAreTunedPointsOfTheSpace) {
+  const tuner::KernelFamily& f = ChunkedForwardFamily();
+  const std::vector<tuner::Config> space = tuner::EnumerateSpace(f);
+  for (const tuner::Problem& p : {MakeProblem(16, 48, 8192), MakeProblem(16, 48, 32768, 8)}) {
+    const tuner::Problem bucket = *f.Bucket(p);
+    const std::vector<tuner::Config> seeds = f.SeedConfigs(bucket);
+    ASSERT_FALSE(seeds.empty());
+    for (const tuner::Config& c : seeds) {
+      EXPECT_NE(std::find(space.begin(), space.end(), c), space.end()) << tuner::ConfigLabel(c);
+      EXPECT_EQ(f.InvalidReason(c, bucket), "") << tuner::ConfigLabel(c) << ": a seed must not be a skipped config";
+    }
+  }
 }
 
 TEST(GdnConfig, SharedMemoryOfTheDefaultVariantFitsSm120) {
