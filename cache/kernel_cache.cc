@@ -53,17 +53,16 @@ Result<std::unique_ptr<KernelCache>> KernelCache::Open(const CacheOptions& optio
   std::error_code ec;
   const std::string where = "cache directory " + c->dir_.string();
   if (!std::filesystem::is_directory(c->dir_, ec)) {
-    // Another process may create the directory between these checks: only what is there after our own
-    // attempt to create it decides.
+    std::error_code create_ec;
     if (!std::filesystem::exists(c->dir_, ec)) {
       if (!options.create || options.read_only) return NotFound(where + " does not exist");
-      std::error_code create_ec;
       std::filesystem::create_directories(c->dir_, create_ec);
-      if (create_ec && !std::filesystem::is_directory(c->dir_, ec)) {
-        return IoError("cannot create " + where + ": " + create_ec.message());
-      }
     }
-    if (!std::filesystem::is_directory(c->dir_, ec)) return InvalidArgument(where + " is not a directory");
+    // Judged after our own attempt to create it: another process may have created it meanwhile.
+    if (!std::filesystem::is_directory(c->dir_, ec)) {
+      if (create_ec) return IoError("cannot create " + where + ": " + create_ec.message());
+      return InvalidArgument(where + " is not a directory");
+    }
   }
   DFLASH_ASSIGN_OR_RETURN(FilesystemInfo fs, ProbeFilesystem(c->dir_));
   if (fs.is_network && !options.allow_network_fs && !EnvFlag("DFLASH_CACHE_ALLOW_NETWORK_FS")) {

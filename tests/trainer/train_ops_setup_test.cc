@@ -7,24 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "decode_test_util.h"
 #include "trainer/train/ops_setup.h"
 
 namespace dflash::trainer {
 namespace {
-
-TargetConfig HybridTarget() {
-  TargetConfig t;
-  t.arch = TargetArch::kQwen3_5Hybrid;
-  t.num_attention_heads = 24;
-  t.num_key_value_heads = 4;
-  t.head_dim = 256;
-  t.linear_num_key_heads = 16;
-  t.linear_num_value_heads = 48;
-  t.linear_key_head_dim = 128;
-  t.linear_value_head_dim = 128;
-  t.linear_conv_kernel_dim = 4;
-  return t;
-}
 
 DrafterConfig SlidingAndFullDrafter() {
   DrafterConfig d;
@@ -49,7 +36,7 @@ std::vector<std::string> Describe(const std::vector<OpShape>& shapes) {
 }
 
 TEST(RunOpShapes, TheTargetAndDrafterSidesSplitTheOneGpuListExactly) {
-  const TargetConfig target = HybridTarget();
+  const TargetConfig target = testing::TinyHybridConfig();
   const DrafterConfig drafter = SlidingAndFullDrafter();
   for (const auto mode : {data::RowMode::kPad, data::RowMode::kPack}) {
     TrainOptions options;

@@ -23,21 +23,6 @@ void RecordSignal(int sig) { g_forward_signal = sig; }
 
 }  // namespace
 
-Result<int> FreeLocalPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return IoError(std::string("socket: ") + std::strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  const int err = errno;
-  close(fd);
-  if (!ok) return IoError(std::string("cannot find a free port: ") + std::strerror(err));
-  return static_cast<int>(ntohs(addr.sin_port));
-}
-
 ReservedPort& ReservedPort::operator=(ReservedPort&& o) noexcept {
   if (this != &o) {
     if (fd_ >= 0) close(fd_);

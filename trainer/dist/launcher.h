@@ -26,11 +26,6 @@ struct LaunchOptions {
   std::chrono::milliseconds grace{30000};      // SIGTERM -> SIGKILL of the survivors after a failure
 };
 
-// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released). IoError from the socket.
-// Anything else on the machine (a parallel test's connections, another job) may take it before the rendezvous
-// binds it: hold a ReservedPort across that window instead.
-Result<int> FreeLocalPort();
-
 // A TCP port on 127.0.0.1 held for a rendezvous that starts later (in another process): bound with SO_REUSEADDR
 // but not listening, from ReserveLocalPort until this object dies. Meanwhile the kernel hands the port to no other
 // socket (neither bind to port 0 nor connect() picks a bound port), while the rendezvous server, which sets
