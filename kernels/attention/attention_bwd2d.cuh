@@ -103,12 +103,13 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
       // P^T = exp(S^T - LSE); then dP^T = V dO^T (in the same basic block: ptxas overlaps the exponentials with
       // its mma); then, one uniform branch, the mask of a partial tile. No branch per element.
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
+      for (int nj = 0; nj < 4; ++nj) {
+        const float2 ls = *reinterpret_cast<const float2*>(item.lse + wq * 32 + nj * 8 + (lane & 3) * 2);  // 8-byte aligned
 #pragma unroll
-        for (int nj = 0; nj < 4; ++nj)
+        for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-          for (int e = 0; e < 4; ++e)
-            s[mi][nj][e] = FastExp2(fmaf(s[mi][nj][e], scale_log2, -item.lse[wq * 32 + nj * 8 + (lane & 3) * 2 + (e & 1)]));
+          for (int e = 0; e < 4; ++e) s[mi][nj][e] = FastExp2(fmaf(s[mi][nj][e], scale_log2, -((e & 1) ? ls.y : ls.x)));
+      }
       WarpGemmABt<D, 2, 4, kXorBases>(dp, sV, wk * 32, item.dout, wq * 32, lane);
       if (!item.full) {
 #pragma unroll
@@ -128,12 +129,15 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
       for (int nj = 0; nj < 4; ++nj) {
         const int ql = wq * 32 + nj * 8 + (lane & 3) * 2;
         const int off = Swz<BM>(wk * 32 + (lane >> 2), ql);
+        // Read once per nj (ql is even: 8-byte aligned): the compiler cannot tell these shared stores from the
+        // delta buffer, so item.delta[ql] in the loop below was re-read after every store (session 7: 32 LDS -> 4).
+        const float2 dl = *reinterpret_cast<const float2*>(item.delta + ql);
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
           for (int hr = 0; hr < 2; ++hr) {
-            const float ds0 = s[mi][nj][hr * 2] * (dp[mi][nj][hr * 2] - item.delta[ql]);
-            const float ds1 = s[mi][nj][hr * 2 + 1] * (dp[mi][nj][hr * 2 + 1] - item.delta[ql + 1]);
+            const float ds0 = s[mi][nj][hr * 2] * (dp[mi][nj][hr * 2] - dl.x);
+            const float ds1 = s[mi][nj][hr * 2 + 1] * (dp[mi][nj][hr * 2 + 1] - dl.y);
             const int o = off + (mi * 16 + hr * 8) * BM;  // = Swz<BM>(kv row + mi*16 + hr*8, ql)
             *reinterpret_cast<unsigned*>(sP + o) = PackBf16(s[mi][nj][hr * 2], s[mi][nj][hr * 2 + 1]);
             *reinterpret_cast<unsigned*>(sdS + o) = PackBf16(ds0, ds1);
