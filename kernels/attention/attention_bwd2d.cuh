@@ -37,6 +37,18 @@ __device__ __forceinline__ void Bwd2dAddDq(float* dst, const float (&acc)[2][DQN
       }
 }
 
+// Shared-memory byte address of Swz<WIDTH>(row, col + 8 * step_bytes / 16) given that of Swz<WIDTH>(row, col), for
+// a tile 256-byte aligned, (col / 8) & mask(WIDTH) and step_bytes / 16 sharing no bit (the lane's chunk bits are in
+// `addr`, the step's are above them or in bits the lane's chunk leaves 0): Swz XORs the row into the chunk index's
+// low bits only, so the step's low chunk bits are an XOR and its higher bits an add. A compile-time step makes it
+// one LOP3 per distinct low part (the compiler keeps those) and an immediate per high part (session 7).
+template <int WIDTH>
+__device__ __forceinline__ unsigned Bwd2dSwzStep(unsigned addr, int step_bytes) {
+  constexpr int kChunks = WIDTH / 8;
+  constexpr unsigned kXorBits = static_cast<unsigned>((kChunks < 8 ? kChunks : 8) - 1) << 4;  // Swz's chunk mask, in bytes
+  return (addr ^ (static_cast<unsigned>(step_bytes) & kXorBits)) + (static_cast<unsigned>(step_bytes) & ~kXorBits);
+}
+
 template <int D, int BM, int BN, int NW, int STAGES, int MASK>
 __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
   constexpr int NT = NW * 32;
@@ -147,27 +159,35 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
     __syncthreads();
 
     // Phase 2: dV += P^T dO, dK += dS^T Q for kv rows 32 wk.. x head-dim columns (D / QW) wq...
+    // Fragment addresses as [register + immediate] (session 7: Swz per load cost ~2-3 integer instructions each):
+    // A (P^T, dS^T) at k step kk is step 0's address with the byte offset XOR / + 32 kk (Bwd2dSwzStep); mi adds
+    // 16 rows, dS^T is P^T + BN * BM elements. B (Q, dO) at n-tile pair dj is dj 0's with XOR / + 16 dj; kk adds
+    // 16 rows, dO is Q + STAGES * BM * D elements (the buffers' layout).
+    {
+      const unsigned pa = SmemAddr(sP + Swz<BM>(wk * 32 + (lane & 15), (lane >> 4) * 8));
+      const unsigned pb = SmemAddr(item.q + Swz<D>((lane & 7) + ((lane >> 3) & 1) * 8, wq * (D / QW) + (lane >> 4) * 8));
 #pragma unroll
-    for (int kk = 0; kk < ((DFLASH_ATTN_ABLATE & 4) ? 0 : BM / 16); ++kk) {
-      unsigned ap[2][4], as[2][4];
-#pragma unroll
-      for (int mi = 0; mi < 2; ++mi) {
-        const int off = Swz<BM>(wk * 32 + mi * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8);
-        Ldmatrix4(ap[mi], SmemAddr(sP + off));
-        Ldmatrix4(as[mi], SmemAddr(sdS + off));
-      }
-#pragma unroll
-      for (int dj = 0; dj < DN; dj += 2) {
-        unsigned bo[4], bq[4];
-        const int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, col = wq * (D / QW) + dj * 8 + (lane >> 4) * 8;
-        Ldmatrix4Trans(bo, SmemAddr(item.dout + Swz<D>(row, col)));
-        Ldmatrix4Trans(bq, SmemAddr(item.q + Swz<D>(row, col)));
+      for (int kk = 0; kk < ((DFLASH_ATTN_ABLATE & 4) ? 0 : BM / 16); ++kk) {
+        unsigned ap[2][4], as[2][4];
+        const unsigned ak = Bwd2dSwzStep<BM>(pa, 32 * kk);
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi) {
-          Mma16816(dv[mi][dj], ap[mi], bo[0], bo[1]);
-          Mma16816(dv[mi][dj + 1], ap[mi], bo[2], bo[3]);
-          Mma16816(dk[mi][dj], as[mi], bq[0], bq[1]);
-          Mma16816(dk[mi][dj + 1], as[mi], bq[2], bq[3]);
+          Ldmatrix4(ap[mi], ak + mi * 16 * BM * 2);
+          Ldmatrix4(as[mi], ak + mi * 16 * BM * 2 + BN * BM * 2);
+        }
+#pragma unroll
+        for (int dj = 0; dj < DN; dj += 2) {
+          unsigned bo[4], bq[4];
+          const unsigned bk = Bwd2dSwzStep<D>(pb, 16 * dj) + kk * 16 * D * 2;
+          Ldmatrix4Trans(bo, bk + STAGES * BM * D * 2);
+          Ldmatrix4Trans(bq, bk);
+#pragma unroll
+          for (int mi = 0; mi < 2; ++mi) {
+            Mma16816(dv[mi][dj], ap[mi], bo[0], bo[1]);
+            Mma16816(dv[mi][dj + 1], ap[mi], bo[2], bo[3]);
+            Mma16816(dk[mi][dj], as[mi], bq[0], bq[1]);
+            Mma16816(dk[mi][dj + 1], as[mi], bq[2], bq[3]);
+          }
         }
       }
     }
@@ -184,18 +204,19 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
         for (int j = 0; j < DQN; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e) acc[mi][j][e] = 0.f;
+      // [register + immediate] addresses as in phase 2: mi is a 16-column step (XOR 32 bytes) of the dS^T tile, j a
+      // pair of 8-column n-tiles (XOR / + 16 j bytes) of the K tile; kk adds 16 rows to both.
+      const unsigned a3 = SmemAddr(sdS + Swz<BM>((lane & 7) + ((lane >> 4) & 1) * 8, wqq * 32 + ((lane >> 3) & 1) * 8));
+      const unsigned k3 = SmemAddr(sK + Swz<D>((lane & 7) + ((lane >> 3) & 1) * 8, c0 + (lane >> 4) * 8));
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk) {
         unsigned a[2][4];
 #pragma unroll
-        for (int mi = 0; mi < 2; ++mi)
-          Ldmatrix4Trans(a[mi], SmemAddr(sdS + Swz<BM>(kk * 16 + (lane & 7) + ((lane >> 4) & 1) * 8,
-                                                       wqq * 32 + mi * 16 + ((lane >> 3) & 1) * 8)));
+        for (int mi = 0; mi < 2; ++mi) Ldmatrix4Trans(a[mi], Bwd2dSwzStep<BM>(a3, 32 * mi) + kk * 16 * BM * 2);
 #pragma unroll
         for (int j = 0; j < DQN; j += 2) {
           unsigned bk[4];
-          Ldmatrix4Trans(bk, SmemAddr(sK + Swz<D>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                                  c0 + j * 8 + (lane >> 4) * 8)));
+          Ldmatrix4Trans(bk, Bwd2dSwzStep<D>(k3, 16 * j) + kk * 16 * D * 2);
 #pragma unroll
           for (int mi = 0; mi < 2; ++mi) {
             Mma16816(acc[mi][j], a[mi], bk[0], bk[1]);
