@@ -136,11 +136,14 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
             }
       }
       // Every kv row this thread stores (wk*32 + mi*16 + hr*8 + lane/4) has the swizzle row bits of lane/4, so the
-      // 16 stores per tile are 4 addresses (one per nj) + immediates (session 6: was one address per store).
+      // 16 stores per tile are 4 addresses (one per nj) + immediates (session 6: was one address per store); and
+      // nj's 8-column step only XORs the chunk index (its bits are disjoint from wq's), so the 4 addresses are one
+      // offset XOR 8 nj (session 7: was a whole Swz per nj).
+      const int off0 = Swz<BM>(wk * 32 + (lane >> 2), wq * 32 + (lane & 3) * 2);
 #pragma unroll
       for (int nj = 0; nj < 4; ++nj) {
         const int ql = wq * 32 + nj * 8 + (lane & 3) * 2;
-        const int off = Swz<BM>(wk * 32 + (lane >> 2), ql);
+        const int off = off0 ^ (nj * 8);  // = Swz<BM>(wk * 32 + (lane >> 2), ql)
         // Read once per nj (ql is even: 8-byte aligned): the compiler cannot tell these shared stores from the
         // delta buffer, so item.delta[ql] in the loop below was re-read after every store (session 7: 32 LDS -> 4).
         const float2 dl = *reinterpret_cast<const float2*>(item.delta + ql);
