@@ -67,13 +67,13 @@ __device__ __forceinline__ void BwdLoadKvAndClassify(const AttnParams& p, const 
 }
 
 // The query tile copies of the walk: LoadTileAsyncFixed where the tile shape allows it (every 2-D-layout and most
-// 1-D configs), else the generic loop.
-template <int BM, int D, int NT>
+// 1-D configs), else the generic loop. ALL_ROWS: valid_rows >= BM (see LoadTileAsyncFixed).
+template <int BM, int D, int NT, bool ALL_ROWS>
 __device__ __forceinline__ void BwdLoadQueryTile(bf16* smem, const bf16* gmem, long long row_stride, int valid_rows,
                                                  int tid) {
   constexpr int kChunks = D / 8;
   if constexpr (NT % kChunks == 0 && (NT / kChunks) % 8 == 0 && BM % (NT / kChunks) == 0)
-    LoadTileAsyncFixed<BM, D, NT>(smem, gmem, row_stride, valid_rows, tid);
+    LoadTileAsyncFixed<BM, D, NT, ALL_ROWS>(smem, gmem, row_stride, valid_rows, tid);
   else
     LoadTileAsync<BM, D, NT>(smem, gmem, row_stride, valid_rows, tid);
 }
@@ -89,14 +89,17 @@ __device__ __forceinline__ void BwdLoadItem(const AttnParams& p, const MaskParam
                                             int qt, int stage, int tid) {
   const int Sq = m.seq_q, b = BwdBlockBatch();
   const int q0 = qt * BM;
-  BwdLoadQueryTile<BM, D, NT>(buf.q + stage * BM * D,
-                              static_cast<const bf16*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride +
-                                  static_cast<long long>(q0) * p.q_seq_stride,
-                              p.q_seq_stride, Sq - q0, tid);
-  BwdLoadQueryTile<BM, D, NT>(buf.dout + stage * BM * D,
-                              static_cast<const bf16*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride +
-                                  static_cast<long long>(q0) * p.do_seq_stride,
-                              p.do_seq_stride, Sq - q0, tid);
+  const bf16* gq = static_cast<const bf16*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride +
+                   static_cast<long long>(q0) * p.q_seq_stride;
+  const bf16* gdo = static_cast<const bf16*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride +
+                    static_cast<long long>(q0) * p.do_seq_stride;
+  if (q0 + BM <= Sq) {  // uniform: every query tile but the last has all its rows
+    BwdLoadQueryTile<BM, D, NT, true>(buf.q + stage * BM * D, gq, p.q_seq_stride, Sq - q0, tid);
+    BwdLoadQueryTile<BM, D, NT, true>(buf.dout + stage * BM * D, gdo, p.do_seq_stride, Sq - q0, tid);
+  } else {
+    BwdLoadQueryTile<BM, D, NT, false>(buf.q + stage * BM * D, gq, p.q_seq_stride, Sq - q0, tid);
+    BwdLoadQueryTile<BM, D, NT, false>(buf.dout + stage * BM * D, gdo, p.do_seq_stride, Sq - q0, tid);
+  }
 #pragma unroll
   for (int r0 = 0; r0 < BM; r0 += NT) {  // the same rows per thread as BwdFinishItemRows; a fixed trip count
     const int r = r0 + tid, q = q0 + r;

@@ -78,8 +78,9 @@ __device__ __forceinline__ void LoadTileAsync(bf16* smem, const bf16* gmem, long
 // rows r0, r0 + NT / (WIDTH / 8), ..., so its shared addresses differ by constants (the swizzle of row r0 + 8k is the
 // swizzle of r0) and its global address by one running 64-bit step: no division, no per-row multiply (session 6:
 // the generic loop cost tens of instructions per 16-byte copy in the backward item walk). Same contract as
-// LoadTileAsync.
-template <int ROWS, int WIDTH, int NT>
+// LoadTileAsync; ALL_ROWS: the caller knows valid_rows >= ROWS, so no copy needs the row check and the zero-fill
+// source select (session 7: 2 selects and a compare per copy).
+template <int ROWS, int WIDTH, int NT, bool ALL_ROWS = false>
 __device__ __forceinline__ void LoadTileAsyncFixed(bf16* smem, const bf16* gmem, long long row_stride, int valid_rows,
                                                    int tid) {
   constexpr int kChunks = WIDTH / 8, kRowsPerPass = NT / kChunks, kPasses = ROWS / kRowsPerPass;
@@ -90,7 +91,7 @@ __device__ __forceinline__ void LoadTileAsyncFixed(bf16* smem, const bf16* gmem,
   const long long step = kRowsPerPass * row_stride;
 #pragma unroll
   for (int j = 0; j < kPasses; ++j) {
-    const bool ok = r0 + j * kRowsPerPass < valid_rows;
+    const bool ok = ALL_ROWS || r0 + j * kRowsPerPass < valid_rows;
     CpAsync16(dst + j * kRowsPerPass * WIDTH, ok ? src : gmem, ok);
     src += step;
   }
