@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
       // (session 6: the 16-byte form needed a lane-pair shuffle, 6 selects and a branch per tile). A predicated
       // reduction still costs a BSSY / BRA / BSYNC in SASS, so only a tile with rows past seq_q takes that path.
       const int qr = q0 + wqq * 32 + (lane >> 2);  // this thread's first row (mi, hr add 16 mi + 8 hr)
-      float* dst = p.dq_accum + ((static_cast<long long>(BwdBlockBatch()) * p.heads_q + h) * Sq + qr) * D + c0 +
+      float* dst = p.dq_accum + ((WidenNonNeg(BwdBlockBatch()) * p.heads_q + h) * Sq + qr) * D + c0 +
                    (lane & 3) * 2;
       if (!(DFLASH_ATTN_ABLATE & 1)) {
         if (q0 + BM <= Sq) Bwd2dAddDq<D, DQN, false>(dst, acc, qr, Sq);

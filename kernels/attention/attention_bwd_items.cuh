@@ -89,10 +89,10 @@ __device__ __forceinline__ void BwdLoadItem(const AttnParams& p, const MaskParam
                                             int qt, int stage, int tid) {
   const int Sq = m.seq_q, b = BwdBlockBatch();
   const int q0 = qt * BM;
-  const bf16* gq = static_cast<const bf16*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride +
-                   static_cast<long long>(q0) * p.q_seq_stride;
-  const bf16* gdo = static_cast<const bf16*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride +
-                    static_cast<long long>(q0) * p.do_seq_stride;
+  const long long bw = WidenNonNeg(b), hw = WidenNonNeg(h), q0w = WidenNonNeg(q0);
+  const bf16* gq = static_cast<const bf16*>(p.q) + bw * p.q_batch_stride + hw * p.q_head_stride + q0w * p.q_seq_stride;
+  const bf16* gdo =
+      static_cast<const bf16*>(p.dout) + bw * p.do_batch_stride + hw * p.do_head_stride + q0w * p.do_seq_stride;
   if (q0 + BM <= Sq) {  // uniform: every query tile but the last has all its rows
     BwdLoadQueryTile<BM, D, NT, true>(buf.q + stage * BM * D, gq, p.q_seq_stride, Sq - q0, tid);
     BwdLoadQueryTile<BM, D, NT, true>(buf.dout + stage * BM * D, gdo, p.do_seq_stride, Sq - q0, tid);
@@ -105,7 +105,7 @@ __device__ __forceinline__ void BwdLoadItem(const AttnParams& p, const MaskParam
     const int r = r0 + tid, q = q0 + r;
     if (BM % NT != 0 && r >= BM) break;
     if (q < Sq) {
-      const long long row = (static_cast<long long>(b) * p.heads_q + h) * Sq + q;
+      const long long row = (bw * p.heads_q + h) * Sq + q;
       CpAsync4(buf.lse + stage * BM + r, p.lse + row);
       CpAsync4(buf.delta + stage * BM + r, p.delta + row);
     } else {

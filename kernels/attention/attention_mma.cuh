@@ -50,6 +50,10 @@ __device__ __forceinline__ unsigned PackBf16(float lo, float hi) {
   return *reinterpret_cast<unsigned*>(&v);
 }
 
+// A non-negative int (index, row, head) widened to 64 bits through unsigned: the same value, but the compiler knows
+// the high half is 0, so a 64-bit product with it needs no sign half (session 7: ~2 instructions per product).
+__device__ __forceinline__ long long WidenNonNeg(int x) { return static_cast<long long>(static_cast<unsigned>(x)); }
+
 // Element offset of (row, col) in a shared tile of rows of WIDTH bf16 elements, with the 16-byte chunks of each
 // row XOR-swizzled by the row so that ldmatrix's 8 row addresses fall in different banks.
 template <int WIDTH>
@@ -87,7 +91,7 @@ __device__ __forceinline__ void LoadTileAsyncFixed(bf16* smem, const bf16* gmem,
   static_assert(NT % kChunks == 0 && kRowsPerPass % 8 == 0 && ROWS % kRowsPerPass == 0, "fixed-trip tile copy");
   const int r0 = tid / kChunks, c = (tid % kChunks) * 8;
   bf16* dst = smem + Swz<WIDTH>(r0, c);
-  const bf16* src = gmem + r0 * row_stride + c;
+  const bf16* src = gmem + WidenNonNeg(r0) * row_stride + c;
   const long long step = kRowsPerPass * row_stride;
 #pragma unroll
   for (int j = 0; j < kPasses; ++j) {
