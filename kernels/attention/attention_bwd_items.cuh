@@ -165,7 +165,7 @@ __device__ __forceinline__ void BwdForEachItem(const AttnParams& p, const MaskPa
   while (it.gi < G) {
     const BwdWalkPos itn = BwdNextNonEmpty(buf.cls, BwdAdvance(it, nqt), G, nqt);
     if (STAGES > 1 && itn.gi < G) {
-      BwdLoadItem<D, BM, NT>(p, m, buf, h0 + itn.gi, itn.qt, (stage + 1) % STAGES, tid);
+      BwdLoadItem<D, BM, NT>(p, m, buf, h0 + itn.gi, itn.qt, stage ^ 1, tid);
       CpAsyncWait<1>();
     } else {
       CpAsyncWait<0>();
@@ -179,7 +179,7 @@ __device__ __forceinline__ void BwdForEachItem(const AttnParams& p, const MaskPa
     __syncthreads();  // this stage's buffers may be refilled now
     if (STAGES == 1 && itn.gi < G) BwdLoadItem<D, BM, NT>(p, m, buf, h0 + itn.gi, itn.qt, 0, tid);
     it = itn;
-    stage = STAGES > 1 ? (stage + 1) % STAGES : 0;
+    stage = STAGES > 1 ? stage ^ 1 : 0;  // 0, 1, 0, ...: no signed modulo
   }
   CpAsyncWait<0>();
 }
