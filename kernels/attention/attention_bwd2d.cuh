@@ -60,8 +60,9 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
   constexpr int DQN = D / DW / 8 < 4 ? D / DW / 8 : 4;  // phase 3: n-tiles per pass (32 columns at most: registers)
   constexpr int DQP = D / DW / 8 / DQN;                    // phase 3: passes over this warp's head-dim columns
   // Phase 1 fragment addresses (WarpGemmABt): 4 XOR bases cost 6 registers, which stages 1 (134 KiB, the only
-  // 2-D config on sm_120) cannot spare without spilling (NVRTC, session 6); stages 2 can.
-  constexpr int kXorBases = D == 128 && STAGES == 2 ? 4 : 1;
+  // 2-D config on sm_120) could not spare without spilling in session 6 (NVRTC); since session 7's phase 2/3
+  // addresses it can (sm_90 and sm_120 spill-free; phase 1 353 -> 310 instructions per warp-item on sm_90).
+  constexpr int kXorBases = D == 128 ? 4 : 1;
   static_assert(D == 64 || D == 128, "backward head dim 64 or 128");
   static_assert(BN % 32 == 0 && BM % 32 == 0 && MW * QW == NW, "warps = (BN / 32) * (BM / 32)");
   static_assert(DN % 2 == 0 && DQN % 2 == 0 && NW % QQ == 0, "head-dim split in pairs of n-tiles");
