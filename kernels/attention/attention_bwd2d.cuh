@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
       for (int e = 0; e < 4; ++e) dk[mi][dj][e] = dv[mi][dj][e] = 0.f;
 
   const BwdItemBuffers buf{sQ, sdO, sLse, sDelta, sSpan, sCls};
-  BwdForEachItem<D, BM, NT, STAGES>(p, m, buf, tid, [&](const BwdItem& item) {
+  BwdForEachItem<D, BM, NT, STAGES, true>(p, m, buf, tid, [&](const BwdItem& item) {
     const int h = item.h, q0 = item.q0;
 
     // Phase 1: this warp's 32 x 32 of S^T and dP^T, then P^T and dS^T to shared memory.

@@ -83,8 +83,10 @@ __device__ __forceinline__ void BwdLoadQueryTile(bf16* smem, const bf16* gmem, l
 // spans. Nothing here waits for global memory, so with STAGES = 2 the whole load of the next item overlaps the
 // current one (session 6: the synchronous LSE / delta loads used to stall warps 0-1, and with them the whole block
 // at the next barrier, for one global-memory round trip per item). BwdFinishItemRows converts the LSE once the
-// copies have landed.
-template <int D, int BM, int NT>
+// copies have landed. FULL_TILE_PATH: a query tile with all its rows takes copies without the row check (one uniform
+// branch, two copies of the code); the 2-D kernel's choice (session 7: the 1-D AttnBwdKv<128,64,64,4,1,3,true> then
+// spilled 8 B on sm_120, so it keeps the single path).
+template <int D, int BM, int NT, bool FULL_TILE_PATH>
 __device__ __forceinline__ void BwdLoadItem(const AttnParams& p, const MaskParams& m, const BwdItemBuffers& buf, int h,
                                             int qt, int stage, int tid) {
   const int Sq = m.seq_q, b = BwdBlockBatch();
@@ -93,7 +95,7 @@ __device__ __forceinline__ void BwdLoadItem(const AttnParams& p, const MaskParam
   const bf16* gq = static_cast<const bf16*>(p.q) + bw * p.q_batch_stride + hw * p.q_head_stride + q0w * p.q_seq_stride;
   const bf16* gdo =
       static_cast<const bf16*>(p.dout) + bw * p.do_batch_stride + hw * p.do_head_stride + q0w * p.do_seq_stride;
-  if (q0 + BM <= Sq) {  // uniform: every query tile but the last has all its rows
+  if (FULL_TILE_PATH && q0 + BM <= Sq) {  // uniform: every query tile but the last has all its rows
     BwdLoadQueryTile<BM, D, NT, true>(buf.q + stage * BM * D, gq, p.q_seq_stride, Sq - q0, tid);
     BwdLoadQueryTile<BM, D, NT, true>(buf.dout + stage * BM * D, gdo, p.do_seq_stride, Sq - q0, tid);
   } else {
@@ -155,8 +157,8 @@ __device__ __forceinline__ BwdWalkPos BwdAdvance(BwdWalkPos pos, int nqt, int qt
 
 // Visits the block's non-empty items (the query heads of kv head BwdBlockHead()) in order: body(const BwdItem&)
 // runs after a barrier that makes the item's buffers visible, and is followed by a barrier after which its buffers
-// may be refilled. All threads call it, after BwdLoadKvAndClassify.
-template <int D, int BM, int NT, int STAGES, typename Body>
+// may be refilled. All threads call it, after BwdLoadKvAndClassify. FULL_TILE_PATH: see BwdLoadItem.
+template <int D, int BM, int NT, int STAGES, bool FULL_TILE_PATH, typename Body>
 __device__ __forceinline__ void BwdForEachItem(const AttnParams& p, const MaskParams& m, const BwdItemBuffers& buf,
                                                int tid, Body&& body) {
   static_assert(STAGES == 1 || STAGES == 2, "1 or 2 query-tile buffers");
@@ -164,12 +166,12 @@ __device__ __forceinline__ void BwdForEachItem(const AttnParams& p, const MaskPa
   const int h0 = BwdBlockHead() * G;
   BwdWalkPos it = BwdNextNonEmpty(buf.cls, BwdWalkPos{0, 0}, G, nqt);
   const int qt_first = it.qt;  // with it.gi == 0, or no item at all
-  if (it.gi < G) BwdLoadItem<D, BM, NT>(p, m, buf, h0 + it.gi, it.qt, 0, tid);
+  if (it.gi < G) BwdLoadItem<D, BM, NT, FULL_TILE_PATH>(p, m, buf, h0 + it.gi, it.qt, 0, tid);
   int stage = 0;
   while (it.gi < G) {
     const BwdWalkPos itn = BwdNextNonEmpty(buf.cls, BwdAdvance(it, nqt, qt_first), G, nqt);
     if (STAGES > 1 && itn.gi < G) {
-      BwdLoadItem<D, BM, NT>(p, m, buf, h0 + itn.gi, itn.qt, stage ^ 1, tid);
+      BwdLoadItem<D, BM, NT, FULL_TILE_PATH>(p, m, buf, h0 + itn.gi, itn.qt, stage ^ 1, tid);
       CpAsyncWait<1>();
     } else {
       CpAsyncWait<0>();
@@ -181,7 +183,7 @@ __device__ __forceinline__ void BwdForEachItem(const AttnParams& p, const MaskPa
                        buf.delta + stage * BM, buf.span + stage * BM};
     body(item);
     __syncthreads();  // this stage's buffers may be refilled now
-    if (STAGES == 1 && itn.gi < G) BwdLoadItem<D, BM, NT>(p, m, buf, h0 + itn.gi, itn.qt, 0, tid);
+    if (STAGES == 1 && itn.gi < G) BwdLoadItem<D, BM, NT, FULL_TILE_PATH>(p, m, buf, h0 + itn.gi, itn.qt, 0, tid);
     it = itn;
     stage = STAGES > 1 ? stage ^ 1 : 0;  // 0, 1, 0, ...: no signed modulo
   }
