@@ -163,6 +163,34 @@ __device__ __forceinline__ void WarpGemmABt(float (&acc)[MI][NJ][4], const bf16*
   }
 }
 
+// WarpGemmABt's 4-XOR-base form from precomputed step-0 byte addresses a0 / b0 (as WarpGemmABt computes them) plus
+// byte offsets a_off / b_off of the tiles actually read: (a0 ^ x) + a_off = (a0 + a_off) ^ x for tile offsets that
+// are multiples of 256 bytes, so two products whose tiles sit a constant apart (K and V; Q and dO) share the XOR
+// bases and differ only by immediates (session 7).
+template <int WIDTH, int MI, int NJ>
+__device__ __forceinline__ void WarpGemmABtXor4(float (&acc)[MI][NJ][4], unsigned a0, unsigned a_off, unsigned b0,
+                                                unsigned b_off) {
+  static_assert(NJ % 2 == 0 && WIDTH == 128, "pairs of n-tiles, rows of 256 bytes");
+#pragma unroll
+  for (int kk = 0; kk < WIDTH / 16; ++kk) {
+    const unsigned ak = (a0 ^ ((kk % 4) << 5)) + (kk / 4) * 128 + a_off;
+    const unsigned bk = (b0 ^ ((kk % 4) << 5)) + (kk / 4) * 128 + b_off;
+    unsigned a[MI][4];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) Ldmatrix4(a[mi], ak + mi * 16 * WIDTH * 2);
+#pragma unroll
+    for (int nj = 0; nj < NJ; nj += 2) {
+      unsigned b[4];
+      Ldmatrix4(b, bk + nj * 8 * WIDTH * 2);
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        Mma16816(acc[mi][nj], a[mi], b[0], b[1]);
+        Mma16816(acc[mi][nj + 1], a[mi], b[2], b[3]);
+      }
+    }
+  }
+}
+
 // p[0] += a, p[1] += b in global memory (p 8-byte aligned): one vector reduction on sm_90+, two atomics before.
 __device__ __forceinline__ void AtomicAdd2(float* p, float a, float b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
