@@ -37,11 +37,11 @@ __device__ __forceinline__ void Bwd2dAddDq(float* dst, const float (&acc)[2][DQN
       }
 }
 
-// Shared-memory byte address of Swz<WIDTH>(row, col + 8 * step_bytes / 16) given that of Swz<WIDTH>(row, col), for
-// a tile 256-byte aligned, (col / 8) & mask(WIDTH) and step_bytes / 16 sharing no bit (the lane's chunk bits are in
-// `addr`, the step's are above them or in bits the lane's chunk leaves 0): Swz XORs the row into the chunk index's
-// low bits only, so the step's low chunk bits are an XOR and its higher bits an add. A compile-time step makes it
-// one LOP3 per distinct low part (the compiler keeps those) and an immediate per high part (session 7).
+// Shared-memory byte address of Swz<WIDTH>(row, col + step_bytes / 2) given `addr`, that of Swz<WIDTH>(row, col), in
+// a 256-byte-aligned tile, when the step's chunk index (step_bytes / 16) shares no bit with col / 8: Swz XORs the
+// row into the low bits of the chunk index only (mask(WIDTH)), so the step's low chunk bits become an XOR of the
+// address and its higher bits an add (rows of >= 128 bytes keep the row term above both). A compile-time step
+// makes this one LOP3 per distinct low part (kept in a register) and an immediate per high part (session 7).
 template <int WIDTH>
 __device__ __forceinline__ unsigned Bwd2dSwzStep(unsigned addr, int step_bytes) {
   constexpr int kChunks = WIDTH / 8;
