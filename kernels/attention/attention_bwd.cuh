@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
     for (int e = 0; e < 4; ++e) dk[dj][e] = dv[dj][e] = 0.f;
 
   const BwdItemBuffers buf{sQ, sdO, sLse, sDelta, sSpan, sCls};
-  BwdForEachItem<D, BM, NT, STAGES>(p, m, buf, tid, [&](const BwdItem& item) {
+  BwdForEachItem<D, BM, NT, STAGES, false>(p, m, buf, tid, [&](const BwdItem& item) {
     const int h = item.h, q0 = item.q0;
 
     // S^T = K Q^T and dP^T = V dO^T for this warp's 16 kv rows.

@@ -67,13 +67,13 @@ __device__ __forceinline__ void BwdLoadKvAndClassify(const AttnParams& p, const 
 }
 
 // The query tile copies of the walk: LoadTileAsyncFixed where the tile shape allows it (every 2-D-layout and most
-// 1-D configs), else the generic loop.
-template <int BM, int D, int NT>
+// 1-D configs), else the generic loop. ALL_ROWS: valid_rows >= BM (see LoadTileAsyncFixed).
+template <int BM, int D, int NT, bool ALL_ROWS>
 __device__ __forceinline__ void BwdLoadQueryTile(bf16* smem, const bf16* gmem, long long row_stride, int valid_rows,
                                                  int tid) {
   constexpr int kChunks = D / 8;
   if constexpr (NT % kChunks == 0 && (NT / kChunks) % 8 == 0 && BM % (NT / kChunks) == 0)
-    LoadTileAsyncFixed<BM, D, NT>(smem, gmem, row_stride, valid_rows, tid);
+    LoadTileAsyncFixed<BM, D, NT, ALL_ROWS>(smem, gmem, row_stride, valid_rows, tid);
   else
     LoadTileAsync<BM, D, NT>(smem, gmem, row_stride, valid_rows, tid);
 }
@@ -83,26 +83,31 @@ __device__ __forceinline__ void BwdLoadQueryTile(bf16* smem, const bf16* gmem, l
 // spans. Nothing here waits for global memory, so with STAGES = 2 the whole load of the next item overlaps the
 // current one (session 6: the synchronous LSE / delta loads used to stall warps 0-1, and with them the whole block
 // at the next barrier, for one global-memory round trip per item). BwdFinishItemRows converts the LSE once the
-// copies have landed.
-template <int D, int BM, int NT>
+// copies have landed. FULL_TILE_PATH: a query tile with all its rows takes copies without the row check (one uniform
+// branch, two copies of the code); the 2-D kernel's choice (session 7: the 1-D AttnBwdKv<128,64,64,4,1,3,true> then
+// spilled 8 B on sm_120, so it keeps the single path).
+template <int D, int BM, int NT, bool FULL_TILE_PATH>
 __device__ __forceinline__ void BwdLoadItem(const AttnParams& p, const MaskParams& m, const BwdItemBuffers& buf, int h,
                                             int qt, int stage, int tid) {
   const int Sq = m.seq_q, b = BwdBlockBatch();
   const int q0 = qt * BM;
-  BwdLoadQueryTile<BM, D, NT>(buf.q + stage * BM * D,
-                              static_cast<const bf16*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride +
-                                  static_cast<long long>(q0) * p.q_seq_stride,
-                              p.q_seq_stride, Sq - q0, tid);
-  BwdLoadQueryTile<BM, D, NT>(buf.dout + stage * BM * D,
-                              static_cast<const bf16*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride +
-                                  static_cast<long long>(q0) * p.do_seq_stride,
-                              p.do_seq_stride, Sq - q0, tid);
+  const long long bw = WidenNonNeg(b), hw = WidenNonNeg(h), q0w = WidenNonNeg(q0);
+  const bf16* gq = static_cast<const bf16*>(p.q) + bw * p.q_batch_stride + hw * p.q_head_stride + q0w * p.q_seq_stride;
+  const bf16* gdo =
+      static_cast<const bf16*>(p.dout) + bw * p.do_batch_stride + hw * p.do_head_stride + q0w * p.do_seq_stride;
+  if (FULL_TILE_PATH && q0 + BM <= Sq) {  // uniform: every query tile but the last has all its rows
+    BwdLoadQueryTile<BM, D, NT, true>(buf.q + stage * BM * D, gq, p.q_seq_stride, Sq - q0, tid);
+    BwdLoadQueryTile<BM, D, NT, true>(buf.dout + stage * BM * D, gdo, p.do_seq_stride, Sq - q0, tid);
+  } else {
+    BwdLoadQueryTile<BM, D, NT, false>(buf.q + stage * BM * D, gq, p.q_seq_stride, Sq - q0, tid);
+    BwdLoadQueryTile<BM, D, NT, false>(buf.dout + stage * BM * D, gdo, p.do_seq_stride, Sq - q0, tid);
+  }
 #pragma unroll
   for (int r0 = 0; r0 < BM; r0 += NT) {  // the same rows per thread as BwdFinishItemRows; a fixed trip count
     const int r = r0 + tid, q = q0 + r;
     if (BM % NT != 0 && r >= BM) break;
     if (q < Sq) {
-      const long long row = (static_cast<long long>(b) * p.heads_q + h) * Sq + q;
+      const long long row = (bw * p.heads_q + h) * Sq + q;
       CpAsync4(buf.lse + stage * BM + r, p.lse + row);
       CpAsync4(buf.delta + stage * BM + r, p.delta + row);
     } else {
@@ -143,26 +148,30 @@ __device__ __forceinline__ BwdWalkPos BwdNextNonEmpty(const unsigned char* cls, 
   }
   return pos;
 }
-__device__ __forceinline__ BwdWalkPos BwdAdvance(BwdWalkPos pos, int nqt) {
-  return ++pos.qt == nqt ? BwdWalkPos{pos.gi + 1, 0} : pos;
+// The next position; a new head starts at qt_first, the block's first non-empty query tile (the tile classes do not
+// depend on the head, so the tiles before it are empty for every head: session 7, the causal walk skipped ~1 empty
+// tile per item there, ~11 instructions each).
+__device__ __forceinline__ BwdWalkPos BwdAdvance(BwdWalkPos pos, int nqt, int qt_first) {
+  return ++pos.qt == nqt ? BwdWalkPos{pos.gi + 1, qt_first} : pos;
 }
 
 // Visits the block's non-empty items (the query heads of kv head BwdBlockHead()) in order: body(const BwdItem&)
 // runs after a barrier that makes the item's buffers visible, and is followed by a barrier after which its buffers
-// may be refilled. All threads call it, after BwdLoadKvAndClassify.
-template <int D, int BM, int NT, int STAGES, typename Body>
+// may be refilled. All threads call it, after BwdLoadKvAndClassify. FULL_TILE_PATH: see BwdLoadItem.
+template <int D, int BM, int NT, int STAGES, bool FULL_TILE_PATH, typename Body>
 __device__ __forceinline__ void BwdForEachItem(const AttnParams& p, const MaskParams& m, const BwdItemBuffers& buf,
                                                int tid, Body&& body) {
   static_assert(STAGES == 1 || STAGES == 2, "1 or 2 query-tile buffers");
   const int nqt = (m.seq_q + BM - 1) / BM, G = p.heads_q / p.heads_kv;
   const int h0 = BwdBlockHead() * G;
   BwdWalkPos it = BwdNextNonEmpty(buf.cls, BwdWalkPos{0, 0}, G, nqt);
-  if (it.gi < G) BwdLoadItem<D, BM, NT>(p, m, buf, h0 + it.gi, it.qt, 0, tid);
+  const int qt_first = it.qt;  // with it.gi == 0, or no item at all
+  if (it.gi < G) BwdLoadItem<D, BM, NT, FULL_TILE_PATH>(p, m, buf, h0 + it.gi, it.qt, 0, tid);
   int stage = 0;
   while (it.gi < G) {
-    const BwdWalkPos itn = BwdNextNonEmpty(buf.cls, BwdAdvance(it, nqt), G, nqt);
+    const BwdWalkPos itn = BwdNextNonEmpty(buf.cls, BwdAdvance(it, nqt, qt_first), G, nqt);
     if (STAGES > 1 && itn.gi < G) {
-      BwdLoadItem<D, BM, NT>(p, m, buf, h0 + itn.gi, itn.qt, (stage + 1) % STAGES, tid);
+      BwdLoadItem<D, BM, NT, FULL_TILE_PATH>(p, m, buf, h0 + itn.gi, itn.qt, stage ^ 1, tid);
       CpAsyncWait<1>();
     } else {
       CpAsyncWait<0>();
@@ -174,9 +183,9 @@ __device__ __forceinline__ void BwdForEachItem(const AttnParams& p, const MaskPa
                        buf.delta + stage * BM, buf.span + stage * BM};
     body(item);
     __syncthreads();  // this stage's buffers may be refilled now
-    if (STAGES == 1 && itn.gi < G) BwdLoadItem<D, BM, NT>(p, m, buf, h0 + itn.gi, itn.qt, 0, tid);
+    if (STAGES == 1 && itn.gi < G) BwdLoadItem<D, BM, NT, FULL_TILE_PATH>(p, m, buf, h0 + itn.gi, itn.qt, 0, tid);
     it = itn;
-    stage = STAGES > 1 ? (stage + 1) % STAGES : 0;
+    stage = STAGES > 1 ? stage ^ 1 : 0;  // 0, 1, 0, ...: no signed modulo
   }
   CpAsyncWait<0>();
 }

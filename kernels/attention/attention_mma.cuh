@@ -50,6 +50,10 @@ __device__ __forceinline__ unsigned PackBf16(float lo, float hi) {
   return *reinterpret_cast<unsigned*>(&v);
 }
 
+// A non-negative int (index, row, head) widened to 64 bits through unsigned: the same value, but the compiler knows
+// the high half is 0, so a 64-bit product with it needs no sign half (session 7: ~2 instructions per product).
+__device__ __forceinline__ long long WidenNonNeg(int x) { return static_cast<long long>(static_cast<unsigned>(x)); }
+
 // Element offset of (row, col) in a shared tile of rows of WIDTH bf16 elements, with the 16-byte chunks of each
 // row XOR-swizzled by the row so that ldmatrix's 8 row addresses fall in different banks.
 template <int WIDTH>
@@ -78,19 +82,20 @@ __device__ __forceinline__ void LoadTileAsync(bf16* smem, const bf16* gmem, long
 // rows r0, r0 + NT / (WIDTH / 8), ..., so its shared addresses differ by constants (the swizzle of row r0 + 8k is the
 // swizzle of r0) and its global address by one running 64-bit step: no division, no per-row multiply (session 6:
 // the generic loop cost tens of instructions per 16-byte copy in the backward item walk). Same contract as
-// LoadTileAsync.
-template <int ROWS, int WIDTH, int NT>
+// LoadTileAsync; ALL_ROWS: the caller knows valid_rows >= ROWS, so no copy needs the row check and the zero-fill
+// source select (session 7: 2 selects and a compare per copy).
+template <int ROWS, int WIDTH, int NT, bool ALL_ROWS = false>
 __device__ __forceinline__ void LoadTileAsyncFixed(bf16* smem, const bf16* gmem, long long row_stride, int valid_rows,
                                                    int tid) {
   constexpr int kChunks = WIDTH / 8, kRowsPerPass = NT / kChunks, kPasses = ROWS / kRowsPerPass;
   static_assert(NT % kChunks == 0 && kRowsPerPass % 8 == 0 && ROWS % kRowsPerPass == 0, "fixed-trip tile copy");
   const int r0 = tid / kChunks, c = (tid % kChunks) * 8;
   bf16* dst = smem + Swz<WIDTH>(r0, c);
-  const bf16* src = gmem + r0 * row_stride + c;
+  const bf16* src = gmem + WidenNonNeg(r0) * row_stride + c;
   const long long step = kRowsPerPass * row_stride;
 #pragma unroll
   for (int j = 0; j < kPasses; ++j) {
-    const bool ok = r0 + j * kRowsPerPass < valid_rows;
+    const bool ok = ALL_ROWS || r0 + j * kRowsPerPass < valid_rows;
     CpAsync16(dst + j * kRowsPerPass * WIDTH, ok ? src : gmem, ok);
     src += step;
   }
@@ -153,6 +158,34 @@ __device__ __forceinline__ void WarpGemmABt(float (&acc)[MI][NJ][4], const bf16*
           Mma16816(acc[mi][nj], a[mi], b[0], b[1]);
           Mma16816(acc[mi][nj + 1], a[mi], b[2], b[3]);
         }
+      }
+    }
+  }
+}
+
+// WarpGemmABt's 4-XOR-base form from precomputed step-0 byte addresses a0 / b0 (as WarpGemmABt computes them) plus
+// byte offsets a_off / b_off of the tiles actually read: (a0 ^ x) + a_off = (a0 + a_off) ^ x for tile offsets that
+// are multiples of 256 bytes, so two products whose tiles sit a constant apart (K and V; Q and dO) share the XOR
+// bases and differ only by immediates (session 7).
+template <int WIDTH, int MI, int NJ>
+__device__ __forceinline__ void WarpGemmABtXor4(float (&acc)[MI][NJ][4], unsigned a0, unsigned a_off, unsigned b0,
+                                                unsigned b_off) {
+  static_assert(NJ % 2 == 0 && WIDTH == 128, "pairs of n-tiles, rows of 256 bytes");
+#pragma unroll
+  for (int kk = 0; kk < WIDTH / 16; ++kk) {
+    const unsigned ak = (a0 ^ ((kk % 4) << 5)) + (kk / 4) * 128 + a_off;
+    const unsigned bk = (b0 ^ ((kk % 4) << 5)) + (kk / 4) * 128 + b_off;
+    unsigned a[MI][4];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) Ldmatrix4(a[mi], ak + mi * 16 * WIDTH * 2);
+#pragma unroll
+    for (int nj = 0; nj < NJ; nj += 2) {
+      unsigned b[4];
+      Ldmatrix4(b, bk + nj * 8 * WIDTH * 2);
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        Mma16816(acc[mi][nj], a[mi], b[0], b[1]);
+        Mma16816(acc[mi][nj + 1], a[mi], b[2], b[3]);
       }
     }
   }
