@@ -76,6 +76,10 @@ struct DriverApi {
   decltype(&::cuGraphLaunch) GraphLaunch;
   decltype(&::cuGraphExecDestroy) GraphExecDestroy;
   decltype(&::cuGraphDestroy) GraphDestroy;
+  // Added by the gdn family: work of one call forked onto a second stream and joined back (StreamFork).
+  decltype(&::cuStreamCreateWithPriority) StreamCreateWithPriority;
+  decltype(&::cuCtxGetStreamPriorityRange) CtxGetStreamPriorityRange;
+  decltype(&::cuStreamWaitEvent) StreamWaitEvent;
 };
 
 // Loads libcuda.so.1 and calls cuInit once. Unsupported("no CUDA driver: ...") when it is absent.
@@ -148,6 +152,9 @@ class DeviceBuffer {
 class Stream {
  public:
   static Result<Stream> Create();
+  // A stream that does not synchronise with the legacy default stream, at the current context's highest
+  // priority (its blocks are scheduled before those of default-priority streams when both wait for an SM).
+  static Result<Stream> CreateNonBlockingHighestPriority();
   Stream() = default;
   Stream(Stream&&) noexcept;
   Stream& operator=(Stream&&) noexcept;
@@ -166,6 +173,8 @@ class Stream {
 class Event {
  public:
   static Result<Event> Create();
+  // An event for ordering only (no timestamps: cheaper to record and wait on).
+  static Result<Event> CreateForOrdering();
   Event() = default;
   Event(Event&&) noexcept;
   Event& operator=(Event&&) noexcept;
@@ -174,6 +183,8 @@ class Event {
   ~Event();
   CUevent get() const { return e_; }
   Status Record(CUstream s);
+  // Makes `waiter` wait (on the GPU) for the work before the last Record; graph capture records it as an edge.
+  Status MakeWait(CUstream waiter) const;
   Status Synchronize() const;
   // True when the work before the last Record has completed; never blocks.
   Result<bool> Query() const;
