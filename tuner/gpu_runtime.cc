@@ -507,7 +507,10 @@ Result<GraphExec> GraphExec::Capture(CUstream stream, const std::function<Status
   if (graph == nullptr) return Internal("cuStreamEndCapture returned no graph for " + who);
   GraphExec e;
   e.label_ = who;
-  DFLASH_RETURN_IF_ERROR(CheckCu(api->GraphInstantiate(&e.g_, graph, 0), "cuGraphInstantiate", who));
+  // Kernel nodes keep the priority of the stream they were captured on (a StreamFork's side stream is the
+  // highest); without this flag a replay would run them all at the launch stream's priority.
+  DFLASH_RETURN_IF_ERROR(CheckCu(api->GraphInstantiate(&e.g_, graph, CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY),
+                                 "cuGraphInstantiate", who));
   return e;
 }
 

@@ -2,7 +2,7 @@
 # gdn (issue 5): the first GPU run of the prep / fused-pass overlap in pieces (piece_chunks 64), in one call.
 #   1. build dflash-tune, kernel_bench and test_gdn_gpu (gpu_run.sh, background) while FLA compiles its first
 #      (16,48) 1x8192 call (the Triton cache in build-gdn/dev/triton_cache.tgz, when carried, makes that quick);
-#   2. test_gdn_gpu: every path, with 4 piece variants, against the float64 token-by-token reference (7 problems,
+#   2. test_runtime_gpu's StreamFork test, then test_gdn_gpu: every path, with 4 piece variants, against the float64 token-by-token reference (7 problems,
 #      two of them with several pieces per sequence);
 #   3. `dflash-tune warmup` of (16,48) 1x8192 over its whole space (--budget 36: every tuned config) and
 #      `dflash-tune show` of the entry: each geometry's time with piece_chunks 0 and 64, measured by the same
@@ -25,12 +25,14 @@ mkdir -p "$TRITON_CACHE_DIR"
 [ -f build-gdn/dev/triton_cache.tgz ] && tar -C "$TRITON_CACHE_DIR" -xzf build-gdn/dev/triton_cache.tgz
 
 el "build"
-OUT="$out/build" bash tools/device/gpu_run.sh --targets "dflash-tune kernel_bench test_gdn_gpu" --no-tests \
+OUT="$out/build" bash tools/device/gpu_run.sh --targets "dflash-tune kernel_bench test_gdn_gpu test_runtime_gpu" --no-tests \
   >"$out/build.txt" 2>&1
 tail -3 "$out/build.txt"
 tune=build-gpu/tools/dflash_tune/dflash-tune
 [ -x "$tune" ] || { el "build failed"; exit 1; }
 
+el "StreamFork (fork / join ordering, eager and in a CUDA graph)"
+build-gpu/tests/tuner/test_runtime_gpu --gtest_filter='*StreamFork*' 2>&1 | tail -3
 el "test_gdn_gpu"
 timeout "$(left)" build-gpu/tests/kernels/gdn/test_gdn_gpu >"$out/test_gdn_gpu.txt" 2>&1
 echo "test_gdn_gpu exit $?"
