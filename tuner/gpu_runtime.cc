@@ -82,6 +82,7 @@ Status LoadDriver(DriverApi* api) {
   DFLASH_RESOLVE(DevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease);
   DFLASH_RESOLVE(CtxSetCurrent, cuCtxSetCurrent);
   DFLASH_RESOLVE(CtxGetCurrent, cuCtxGetCurrent);
+  DFLASH_RESOLVE(CtxGetId, cuCtxGetId);
   DFLASH_RESOLVE(CtxSynchronize, cuCtxSynchronize);
   DFLASH_RESOLVE(MemAlloc, cuMemAlloc);
   DFLASH_RESOLVE(MemFree, cuMemFree);

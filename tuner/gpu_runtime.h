@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cache/status.h"
@@ -35,6 +36,7 @@ struct DriverApi {
   decltype(&::cuDevicePrimaryCtxRelease) DevicePrimaryCtxRelease;
   decltype(&::cuCtxSetCurrent) CtxSetCurrent;
   decltype(&::cuCtxGetCurrent) CtxGetCurrent;
+  decltype(&::cuCtxGetId) CtxGetId;
   decltype(&::cuCtxSynchronize) CtxSynchronize;
   decltype(&::cuMemAlloc) MemAlloc;
   decltype(&::cuMemFree) MemFree;
@@ -162,6 +164,8 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
   ~Stream();
   CUstream get() const { return s_; }
+  // Gives up the handle without destroying it (for a stream its context already destroyed); empty afterwards.
+  CUstream Release() { return std::exchange(s_, nullptr); }
   Status Synchronize() const;
   // True when all work queued on the stream has completed; never blocks.
   Result<bool> Query() const;
@@ -182,6 +186,8 @@ class Event {
   Event& operator=(const Event&) = delete;
   ~Event();
   CUevent get() const { return e_; }
+  // Gives up the handle without destroying it (for an event its context already destroyed); empty afterwards.
+  CUevent Release() { return std::exchange(e_, nullptr); }
   Status Record(CUstream s);
   // Makes `waiter` wait (on the GPU) for the work before the last Record; graph capture records it as an edge.
   Status MakeWait(CUstream waiter) const;

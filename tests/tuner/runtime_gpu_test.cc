@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -461,6 +462,32 @@ TEST_F(GpuRuntimeTest, StreamForkOrdersTheSideStreamBetweenForkAndJoinAlsoInAGra
   ASSERT_TRUE(graph->Launch(stream_.get()).ok());
   ASSERT_TRUE(stream_.Synchronize().ok());
   check("graph replay");
+}
+
+// Two rounds, each retaining the primary context (made current), forking, ordering a stream through the fork,
+// and releasing the context, which destroys it with its streams and events (nothing else holds it in this
+// process). The second round must get a new fork (the handle may be the same), and std::exit must not destroy
+// the two dead forks' handles: either mistake crashes or fails here. Exit codes: 0 fine, 2-4 a failed step.
+void ForkInTwoContextLifetimesThenExit() {
+  for (int round = 0; round < 2; ++round) {
+    Result<gpu::Context> ctx = gpu::Context::Primary(0);
+    if (!ctx.ok()) std::_Exit(2);
+    Result<gpu::StreamFork*> fork = gpu::StreamFork::ForCurrentThread();
+    Result<gpu::Stream> s = gpu::Stream::Create();
+    if (!fork.ok() || !s.ok()) std::_Exit(3);
+    if (!(*fork)->Order(s->get(), (*fork)->side()).ok() || !(*fork)->Order((*fork)->side(), s->get()).ok() ||
+        !s->Synchronize().ok()) {
+      std::_Exit(4);
+    }
+  }
+  std::exit(0);  // destroys this thread's thread_locals: the forks of two destroyed contexts
+}
+
+TEST(StreamForkLifetime, ForksOfADestroyedContextAreNeitherReusedNorDestroyedAgain) {
+  if (gpu::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  // A fresh process (fork + exec): this one has initialised CUDA and holds the primary context.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(ForkInTwoContextLifetimesThenExit(), testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

@@ -31,8 +31,23 @@ tail -3 "$out/build.txt"
 tune=build-gpu/tools/dflash_tune/dflash-tune
 [ -x "$tune" ] || { el "build failed"; exit 1; }
 
-el "StreamFork (fork / join ordering, eager and in a CUDA graph)"
-build-gpu/tests/tuner/test_runtime_gpu --gtest_filter='*StreamFork*' 2>&1 | tail -3
+el "StreamFork (fork / join ordering, eager and in a CUDA graph; forks of a destroyed context)"
+build-gpu/tests/tuner/test_runtime_gpu --gtest_filter='*StreamFork*' >"$out/stream_fork.txt" 2>&1
+echo "test_runtime_gpu StreamFork exit $?"; grep -E "OK \]|FAILED|PASSED" "$out/stream_fork.txt"
+# GDN_FORK_OLD: a stream_fork.cc from before the context-lifetime fix (e.g. `git show d2ffeae:tuner/stream_fork.cc`,
+# carried): the lifetime test is built and run against it once, and must fail there.
+if [ -n "${GDN_FORK_OLD:-}" ] && [ -f "$GDN_FORK_OLD" ]; then
+  el "StreamFork lifetime test against $GDN_FORK_OLD (expected to fail)"
+  cp tuner/stream_fork.cc /tmp/stream_fork.cc.new
+  cp "$GDN_FORK_OLD" tuner/stream_fork.cc
+  # the old file predates the destructor this header declares: give it a trivial one
+  echo 'dflash::gpu::StreamFork::~StreamFork() = default;' >>tuner/stream_fork.cc
+  sed -i 's/new StreamFork()/new StreamFork(ctx, 0)/' tuner/stream_fork.cc
+  cmake --build build-gpu --target test_runtime_gpu >"$out/old_fork_build.txt" 2>&1 || tail -20 "$out/old_fork_build.txt"
+  build-gpu/tests/tuner/test_runtime_gpu --gtest_filter='StreamForkLifetime*' 2>&1 | grep -E "Failure|Actual|Result|OK \]|FAILED|PASSED|exit" | head -8
+  cp /tmp/stream_fork.cc.new tuner/stream_fork.cc
+  cmake --build build-gpu --target test_runtime_gpu >/dev/null 2>&1
+fi
 el "test_gdn_gpu"
 timeout "$(left)" build-gpu/tests/kernels/gdn/test_gdn_gpu >"$out/test_gdn_gpu.txt" 2>&1
 echo "test_gdn_gpu exit $?"
