@@ -17,6 +17,7 @@ const char* ToolVersion();
 struct TuningKey {
   std::string family;           // "conv1d"
   std::string source_hash;      // SHA-256 of the family's sources as compiled (all files + common options)
+                                // and of its tuning space (parameter names and values)
   std::string compile_options;  // canonical, space-separated
   std::string arch;             // full compute capability: "sm_120" (sm_121 is another key)
   std::string nvrtc_version;    // "13.0"

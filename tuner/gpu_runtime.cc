@@ -82,6 +82,7 @@ Status LoadDriver(DriverApi* api) {
   DFLASH_RESOLVE(DevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease);
   DFLASH_RESOLVE(CtxSetCurrent, cuCtxSetCurrent);
   DFLASH_RESOLVE(CtxGetCurrent, cuCtxGetCurrent);
+  DFLASH_RESOLVE(CtxGetId, cuCtxGetId);
   DFLASH_RESOLVE(CtxSynchronize, cuCtxSynchronize);
   DFLASH_RESOLVE(MemAlloc, cuMemAlloc);
   DFLASH_RESOLVE(MemFree, cuMemFree);
@@ -121,6 +122,9 @@ Status LoadDriver(DriverApi* api) {
   DFLASH_RESOLVE(GraphLaunch, cuGraphLaunch);
   DFLASH_RESOLVE(GraphExecDestroy, cuGraphExecDestroy);
   DFLASH_RESOLVE(GraphDestroy, cuGraphDestroy);
+  DFLASH_RESOLVE(StreamCreateWithPriority, cuStreamCreateWithPriority);
+  DFLASH_RESOLVE(CtxGetStreamPriorityRange, cuCtxGetStreamPriorityRange);
+  DFLASH_RESOLVE(StreamWaitEvent, cuStreamWaitEvent);
 #undef DFLASH_RESOLVE
   if (!missing.empty()) {
     return Unsupported("CUDA driver too old for this build (CUDA " + std::to_string(CUDA_VERSION / 1000) +
@@ -315,6 +319,16 @@ Result<Stream> Stream::Create() {
   return s;
 }
 
+Result<Stream> Stream::CreateNonBlockingHighestPriority() {
+  DFLASH_ASSIGN_OR_RETURN(const DriverApi* api, Driver());
+  int least = 0, greatest = 0;
+  DFLASH_RETURN_IF_ERROR(CheckCu(api->CtxGetStreamPriorityRange(&least, &greatest), "cuCtxGetStreamPriorityRange"));
+  Stream s;
+  DFLASH_RETURN_IF_ERROR(CheckCu(api->StreamCreateWithPriority(&s.s_, CU_STREAM_NON_BLOCKING, greatest),
+                                 "cuStreamCreateWithPriority"));
+  return s;
+}
+
 Stream::Stream(Stream&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
 
 Stream& Stream::operator=(Stream&& o) noexcept {
@@ -351,6 +365,13 @@ Result<Event> Event::Create() {
   return e;
 }
 
+Result<Event> Event::CreateForOrdering() {
+  DFLASH_ASSIGN_OR_RETURN(const DriverApi* api, Driver());
+  Event e;
+  DFLASH_RETURN_IF_ERROR(CheckCu(api->EventCreate(&e.e_, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
+  return e;
+}
+
 Event::Event(Event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
 
 Event& Event::operator=(Event&& o) noexcept {
@@ -369,6 +390,11 @@ Event::~Event() {
 Status Event::Record(CUstream s) {
   if (!e_) return InvalidArgument("Record on an empty Event");
   return CheckCu(Api().EventRecord(e_, s), "cuEventRecord");
+}
+
+Status Event::MakeWait(CUstream waiter) const {
+  if (!e_) return InvalidArgument("MakeWait on an empty Event");
+  return CheckCu(Api().StreamWaitEvent(waiter, e_, 0), "cuStreamWaitEvent");
 }
 
 Status Event::Synchronize() const {
@@ -482,7 +508,10 @@ Result<GraphExec> GraphExec::Capture(CUstream stream, const std::function<Status
   if (graph == nullptr) return Internal("cuStreamEndCapture returned no graph for " + who);
   GraphExec e;
   e.label_ = who;
-  DFLASH_RETURN_IF_ERROR(CheckCu(api->GraphInstantiate(&e.g_, graph, 0), "cuGraphInstantiate", who));
+  // Kernel nodes keep the priority of the stream they were captured on (a StreamFork's side stream is the
+  // highest); without this flag a replay would run them all at the launch stream's priority.
+  DFLASH_RETURN_IF_ERROR(CheckCu(api->GraphInstantiate(&e.g_, graph, CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY),
+                                 "cuGraphInstantiate", who));
   return e;
 }
 

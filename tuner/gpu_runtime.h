@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cache/status.h"
@@ -35,6 +36,7 @@ struct DriverApi {
   decltype(&::cuDevicePrimaryCtxRelease) DevicePrimaryCtxRelease;
   decltype(&::cuCtxSetCurrent) CtxSetCurrent;
   decltype(&::cuCtxGetCurrent) CtxGetCurrent;
+  decltype(&::cuCtxGetId) CtxGetId;
   decltype(&::cuCtxSynchronize) CtxSynchronize;
   decltype(&::cuMemAlloc) MemAlloc;
   decltype(&::cuMemFree) MemFree;
@@ -76,6 +78,10 @@ struct DriverApi {
   decltype(&::cuGraphLaunch) GraphLaunch;
   decltype(&::cuGraphExecDestroy) GraphExecDestroy;
   decltype(&::cuGraphDestroy) GraphDestroy;
+  // Added by the gdn family: work of one call forked onto a second stream and joined back (StreamFork).
+  decltype(&::cuStreamCreateWithPriority) StreamCreateWithPriority;
+  decltype(&::cuCtxGetStreamPriorityRange) CtxGetStreamPriorityRange;
+  decltype(&::cuStreamWaitEvent) StreamWaitEvent;
 };
 
 // Loads libcuda.so.1 and calls cuInit once. Unsupported("no CUDA driver: ...") when it is absent.
@@ -148,6 +154,9 @@ class DeviceBuffer {
 class Stream {
  public:
   static Result<Stream> Create();
+  // A stream that does not synchronise with the legacy default stream, at the current context's highest
+  // priority (its blocks are scheduled before those of default-priority streams when both wait for an SM).
+  static Result<Stream> CreateNonBlockingHighestPriority();
   Stream() = default;
   Stream(Stream&&) noexcept;
   Stream& operator=(Stream&&) noexcept;
@@ -155,6 +164,8 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
   ~Stream();
   CUstream get() const { return s_; }
+  // Gives up the handle without destroying it (for a stream its context already destroyed); empty afterwards.
+  CUstream Release() { return std::exchange(s_, nullptr); }
   Status Synchronize() const;
   // True when all work queued on the stream has completed; never blocks.
   Result<bool> Query() const;
@@ -166,6 +177,8 @@ class Stream {
 class Event {
  public:
   static Result<Event> Create();
+  // An event for ordering only (no timestamps: cheaper to record and wait on).
+  static Result<Event> CreateForOrdering();
   Event() = default;
   Event(Event&&) noexcept;
   Event& operator=(Event&&) noexcept;
@@ -173,7 +186,11 @@ class Event {
   Event& operator=(const Event&) = delete;
   ~Event();
   CUevent get() const { return e_; }
+  // Gives up the handle without destroying it (for an event its context already destroyed); empty afterwards.
+  CUevent Release() { return std::exchange(e_, nullptr); }
   Status Record(CUstream s);
+  // Makes `waiter` wait (on the GPU) for the work before the last Record; graph capture records it as an edge.
+  Status MakeWait(CUstream waiter) const;
   Status Synchronize() const;
   // True when the work before the last Record has completed; never blocks.
   Result<bool> Query() const;

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cache/sha256.h"
+
 #include "tuner/nvrtc_compiler.h"
 
 namespace dflash::tuner {
@@ -23,9 +25,19 @@ std::string CanonicalSignature(const Problem& bucket) { return bucket.dump(); } 
 cache::TuningKey MakeTuningKey(const KernelFamily& family, const Problem& bucket, const std::string& arch) {
   cache::TuningKey k;
   k.family = std::string(family.name());
-  // The family-level hash covers every embedded file; the per-variant parts (defines, name expressions) are
+  // The family-level hash covers every embedded file and the tuning space (a parameter or value added or
+  // removed changes which config the tuner would choose: a winner chosen over another space is a miss, never a
+  // config the family's launch code may no longer parse); the per-variant parts (defines, name expressions) are
   // in each artifact's key.
-  k.source_hash = SourceHash(family.sources(), CompileSpec{});
+  cache::Sha256Builder h;
+  h.Field("dflash-tuning-key-v2").Field(SourceHash(family.sources(), CompileSpec{}));
+  for (const TunableParam& p : family.params()) {
+    h.Field(p.name);
+    std::string values;
+    for (std::int64_t v : p.values) values += std::to_string(v) + ",";
+    h.Field(values);
+  }
+  k.source_hash = h.HexDigest();
   k.compile_options = Join(CompileOptionsFor(arch, CompileSpec{}));
   k.arch = arch;
   k.nvrtc_version = NvrtcVersion();

@@ -1,6 +1,6 @@
 // How a kernel family, a bucketed problem, a config and an arch become cache keys. The one place that decides
 // what goes into a key: every input of code generation (sources, defines, name expressions, options, arch, NVRTC
-// version) and of the choice (the bucketed problem signature).
+// version) and of the choice (the bucketed problem signature and the family's tuning space).
 // Thread-safety: pure functions.
 #pragma once
 

@@ -78,6 +78,39 @@ Result<SegmentPlan> PlanSegments(const ChunkPlan& plan, int segment_chunks, Segm
   return out;
 }
 
+Result<PiecePlan> PlanPieces(const ChunkPlan& plan, int piece_chunks, bool has_initial_state) {
+  if (piece_chunks < 1) return InvalidArgument("gdn: piece length must be at least one chunk");
+  if (plan.seq_first_chunk.size() != static_cast<std::size_t>(plan.num_seqs) + 1) {
+    return InvalidArgument("gdn: chunk plan is inconsistent (seq_first_chunk size)");
+  }
+  PiecePlan out;
+  out.piece_chunks = piece_chunks;
+  out.chunks.reserve(plan.chunks.size());
+  for (int p = 0;; ++p) {
+    PieceRange piece;
+    piece.chunk_first = static_cast<std::int32_t>(out.chunks.size());
+    piece.segment_first = static_cast<std::int32_t>(out.segments.size());
+    for (int n = 0; n < plan.num_seqs; ++n) {
+      const std::int64_t c0 = plan.seq_first_chunk[n] + static_cast<std::int64_t>(p) * piece_chunks;
+      const std::int64_t c1 = std::min<std::int64_t>(c0 + piece_chunks, plan.seq_first_chunk[n + 1]);
+      if (c0 >= c1) continue;
+      SegmentDesc s;
+      s.first_chunk = static_cast<std::int32_t>(out.chunks.size());
+      s.token_start = plan.chunks[c0].token_start;
+      s.token_end = plan.chunks[c1 - 1].token_start + plan.chunks[c1 - 1].length;
+      s.h0_index = p > 0 || has_initial_state ? n : -1;
+      out.segments.push_back(s);
+      out.final_state_index.push_back(n);
+      out.chunks.insert(out.chunks.end(), plan.chunks.begin() + c0, plan.chunks.begin() + c1);
+    }
+    piece.chunk_count = static_cast<std::int32_t>(out.chunks.size()) - piece.chunk_first;
+    piece.segment_count = static_cast<std::int32_t>(out.segments.size()) - piece.segment_first;
+    if (piece.segment_count == 0) break;  // no sequence reaches this piece
+    out.pieces.push_back(piece);
+  }
+  return out;
+}
+
 int ChooseSegmentChunks(const ChunkPlan& plan, int value_heads, int column_slices, int target_blocks) {
   const std::int64_t per_segment = static_cast<std::int64_t>(value_heads) * column_slices;
   if (per_segment <= 0 || plan.num_seqs <= 0) return 0;

@@ -65,6 +65,26 @@ struct SegmentPlan {
 Result<SegmentPlan> PlanSegments(const ChunkPlan& plan, int segment_chunks, SegmentStart start,
                                  bool has_initial_state);
 
+// The call cut into pieces for overlapping prep with the fused state pass (piece_chunks > 0): piece p holds the
+// p-th run of `piece_chunks` chunks of every sequence that has one. The chunks are re-listed piece-major, so a
+// piece's chunks are one contiguous range (prep runs over it; its P matrices land at the same indices) and each
+// sequence's chunks within a piece are contiguous (one segment). Every segment reads its start state from and
+// writes its final state to one per-sequence state buffer (final_state_index = the sequence): the first piece
+// of a sequence starts from that buffer's initial state (h0_index = seq) when has_initial_state, else from zero
+// (-1); later pieces from the state the previous piece left there.
+struct PieceRange {
+  std::int32_t chunk_first = 0, chunk_count = 0;      // into PiecePlan::chunks
+  std::int32_t segment_first = 0, segment_count = 0;  // into PiecePlan::segments
+};
+struct PiecePlan {
+  int piece_chunks = 0;
+  std::vector<ChunkDesc> chunks;                 // piece-major, each sequence's chunks in token order
+  std::vector<SegmentDesc> segments;             // piece-major; first_chunk indexes `chunks`
+  std::vector<std::int32_t> final_state_index;   // per segment: its sequence
+  std::vector<PieceRange> pieces;                // the non-empty pieces in order
+};
+Result<PiecePlan> PlanPieces(const ChunkPlan& plan, int piece_chunks, bool has_initial_state);
+
 // A segment length (in chunks) that gives the state pass about `target_blocks` blocks in flight:
 // 0 (no split) when whole sequences already give that many, else the smallest power of two >= 2 that does not
 // exceed the target. `column_slices` is how many column blocks each (segment, head) runs as.

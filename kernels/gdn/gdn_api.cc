@@ -1,11 +1,13 @@
 #include "kernels/gdn/gdn_api.h"
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kernels/gdn/chunk_plan.h"
 #include "tuner/gpu_runtime.h"
+#include "tuner/stream_fork.h"
 
 namespace dflash::gdn {
 namespace {
@@ -17,16 +19,29 @@ std::size_t AlignUp(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; 
 
 struct Plans {
   ChunkPlan chunks;
-  SegmentPlan segments;
+  SegmentPlan segments;             // unless pieces
+  std::optional<PiecePlan> pieces;  // piece_chunks > 0: its chunk list and segments replace the ones above
+  const std::vector<ChunkDesc>& chunk_list() const { return pieces ? pieces->chunks : chunks.chunks; }
+  const std::vector<SegmentDesc>& segment_list() const { return pieces ? pieces->segments : segments.segments; }
+  const std::vector<std::int32_t>& final_index() const {
+    return pieces ? pieces->final_state_index : segments.final_state_index;
+  }
 };
 
 Result<Plans> MakePlans(const Geometry& g, const GdnArgs& args) {
   Plans p;
   DFLASH_ASSIGN_OR_RETURN(p.chunks, PlanChunks(args.cu_seqlens, g.chunk));
-  const SegmentStart start = g.segment_chunks > 0 ? SegmentStart::kSegmentStates : SegmentStart::kZeroOrInitial;
-  DFLASH_ASSIGN_OR_RETURN(p.segments, PlanSegments(p.chunks, g.segment_chunks, start, args.h0 != 0));
+  if (g.piece_chunks > 0) {
+    if (g.fused == 0 || g.segment_chunks > 0) {
+      return InvalidArgument("gdn: piece_chunks needs the fused kernel and the sequential state pass");
+    }
+    DFLASH_ASSIGN_OR_RETURN(p.pieces, PlanPieces(p.chunks, g.piece_chunks, args.h0 != 0));
+  } else {
+    const SegmentStart start = g.segment_chunks > 0 ? SegmentStart::kSegmentStates : SegmentStart::kZeroOrInitial;
+    DFLASH_ASSIGN_OR_RETURN(p.segments, PlanSegments(p.chunks, g.segment_chunks, start, args.h0 != 0));
+  }
   if (static_cast<std::int64_t>(p.chunks.chunks.size()) > kMaxGridYZ ||
-      static_cast<std::int64_t>(p.segments.segments.size()) > kMaxGridYZ || p.chunks.num_seqs > kMaxGridYZ) {
+      static_cast<std::int64_t>(p.segment_list().size()) > kMaxGridYZ || p.chunks.num_seqs > kMaxGridYZ) {
     return Unsupported("gdn: more than 65535 chunks, segments or sequences in one call (split the batch)");
   }
   return p;
@@ -34,13 +49,14 @@ Result<Plans> MakePlans(const Geometry& g, const GdnArgs& args) {
 
 // Byte offsets of the workspace regions, in order.
 struct Offsets {
-  std::size_t gcum, w, u, kd, vnew, hbuf, qg, pmat, maps, seg_states, chunks, segments, final_index, seq_segments,
-      total;
+  std::size_t gcum, w, u, kd, vnew, hbuf, qg, pmat, maps, seg_states, piece_states, chunks, segments, final_index,
+      seq_segments, total;
 };
 
 Offsets OffsetsOf(const Geometry& g, const GdnArgs& args, const Plans& p) {
   const std::size_t T = static_cast<std::size_t>(p.chunks.num_tokens), HV = static_cast<std::size_t>(args.value_heads);
-  const std::size_t D = kHeadDim, nch = p.chunks.chunks.size(), nseg = p.segments.segments.size();
+  const std::size_t D = kHeadDim, nch = p.chunks.chunks.size(), nseg = p.segment_list().size();
+  const std::size_t nseq = static_cast<std::size_t>(p.chunks.num_seqs);
   const bool split = g.segment_chunks > 0;
   Offsets o{};
   std::size_t at = 0;
@@ -61,10 +77,11 @@ Offsets OffsetsOf(const Geometry& g, const GdnArgs& args, const Plans& p) {
   o.pmat = take(fused ? nch * HV * C * C * 2 : 0);
   o.maps = take(split ? nseg * HV * D * 2 * D * 4 : 0);
   o.seg_states = take(split ? nseg * HV * D * D * 4 : 0);
+  o.piece_states = take(p.pieces ? nseq * HV * D * D * 4 : 0);
   o.chunks = take(nch * sizeof(ChunkDesc));
   o.segments = take(nseg * sizeof(SegmentDesc));
   o.final_index = take(nseg * 4);
-  o.seq_segments = take(p.segments.seq_first_segment.size() * 4);
+  o.seq_segments = take(p.pieces ? 0 : p.segments.seq_first_segment.size() * 4);
   o.total = at;
   return o;
 }
@@ -87,6 +104,35 @@ Status CheckStrides(std::int64_t st, std::int64_t sh, const char* name) {
     return InvalidArgument(std::string("gdn: ") + name + " strides must be multiples of 8 elements (16-byte rows)");
   }
   return Status::Ok();
+}
+
+// The piece-wise schedule: prep of every piece in order on the caller's stream; the fused pass of piece i on
+// the fork's (higher-priority) stream once prep of piece i is done, so prep of piece i+1 overlaps it. The
+// per-sequence state buffer carries the states between pieces: h0 (or zeros) in first, ht out at the end.
+template <typename PrepFn, typename FusedFn>
+Status LaunchPieces(const PreparedForward& f, const GdnArgs& args, CUstream stream, const PrepFn& launch_prep,
+                    const FusedFn& launch_fused) {
+  DFLASH_ASSIGN_OR_RETURN(const gpu::DriverApi* api, gpu::Driver());
+  const std::size_t state_floats = static_cast<std::size_t>(f.num_seqs) * args.value_heads * kHeadDim * kHeadDim;
+  if (args.h0 != 0) {
+    DFLASH_RETURN_IF_ERROR(gpu::CheckCu(api->MemcpyDtoDAsync(f.piece_states, args.h0, state_floats * 4, stream),
+                                        "cuMemcpyDtoDAsync", "gdn initial states"));
+  } else {
+    // Sequences without chunks get no segment: their final state is this zero.
+    DFLASH_RETURN_IF_ERROR(gpu::CheckCu(api->MemsetD32Async(f.piece_states, 0, state_floats, stream),
+                                        "cuMemsetD32Async", "gdn piece states"));
+  }
+  DFLASH_ASSIGN_OR_RETURN(gpu::StreamFork * fork, gpu::StreamFork::ForCurrentThread());
+  for (const PieceRange& piece : f.pieces) {
+    DFLASH_RETURN_IF_ERROR(launch_prep(piece.chunk_first, piece.chunk_count, stream));
+    DFLASH_RETURN_IF_ERROR(fork->Order(stream, fork->side()));
+    DFLASH_RETURN_IF_ERROR(
+        launch_fused(piece.segment_first, piece.segment_count, f.piece_states, f.piece_states, fork->side()));
+  }
+  if (!f.pieces.empty()) DFLASH_RETURN_IF_ERROR(fork->Order(fork->side(), stream));
+  if (args.ht == 0) return Status::Ok();
+  return gpu::CheckCu(api->MemcpyDtoDAsync(args.ht, f.piece_states, state_floats * 4, stream), "cuMemcpyDtoDAsync",
+                      "gdn final states");
 }
 
 }  // namespace
@@ -152,19 +198,26 @@ Result<PreparedForward> PrepareChunkedForward(const Geometry& g, const GdnArgs& 
   f.geometry = g;
   f.num_seqs = p.chunks.num_seqs;
   f.num_chunks = static_cast<int>(p.chunks.chunks.size());
-  f.num_segments = static_cast<int>(p.segments.segments.size());
+  f.num_segments = static_cast<int>(p.segment_list().size());
+  if (p.pieces) f.pieces = p.pieces->pieces;
   f.gcum = workspace + o.gcum, f.w = workspace + o.w, f.u = workspace + o.u, f.kd = workspace + o.kd;
   f.vnew = workspace + o.vnew, f.hbuf = workspace + o.hbuf, f.maps = workspace + o.maps;
   f.qg = workspace + o.qg, f.pmat = workspace + o.pmat;
   f.seg_states = workspace + o.seg_states, f.chunks = workspace + o.chunks, f.segments = workspace + o.segments;
+  f.piece_states = workspace + o.piece_states;
   f.final_index = workspace + o.final_index, f.seq_segments = workspace + o.seq_segments;
-  DFLASH_RETURN_IF_ERROR(Upload(f.chunks, p.chunks.chunks.data(), p.chunks.chunks.size() * sizeof(ChunkDesc), "chunks"));
   DFLASH_RETURN_IF_ERROR(
-      Upload(f.segments, p.segments.segments.data(), p.segments.segments.size() * sizeof(SegmentDesc), "segments"));
-  DFLASH_RETURN_IF_ERROR(Upload(f.final_index, p.segments.final_state_index.data(),
-                                p.segments.final_state_index.size() * 4, "final index"));
-  DFLASH_RETURN_IF_ERROR(Upload(f.seq_segments, p.segments.seq_first_segment.data(),
-                                p.segments.seq_first_segment.size() * 4, "sequence segments"));
+      Upload(f.chunks, p.chunk_list().data(), p.chunk_list().size() * sizeof(ChunkDesc), "chunks"));
+  DFLASH_RETURN_IF_ERROR(
+      Upload(f.segments, p.segment_list().data(), p.segment_list().size() * sizeof(SegmentDesc), "segments"));
+  DFLASH_RETURN_IF_ERROR(Upload(f.final_index, p.final_index().data(), p.final_index().size() * 4, "final index"));
+  if (!p.pieces) {
+    DFLASH_RETURN_IF_ERROR(Upload(f.seq_segments, p.segments.seq_first_segment.data(),
+                                  p.segments.seq_first_segment.size() * 4, "sequence segments"));
+  } else {
+    // The fork's stream and event are created here, outside any graph capture of the launches.
+    DFLASH_RETURN_IF_ERROR(gpu::StreamFork::ForCurrentThread().status());
+  }
   return f;
 }
 
@@ -178,18 +231,41 @@ Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedF
   CUdeviceptr null_ptr = 0;
   std::string label = winner.label;
 
-  if (f.num_chunks > 0) {
+  // prep over `count` chunks of the uploaded list from `first` (their P matrices at the same indices).
+  auto launch_prep = [&](int first, int count, CUstream on) -> Status {
+    if (count == 0) return Status::Ok();
     DFLASH_ASSIGN_OR_RETURN(CUfunction prep, winner.Function(names.prep));
     CUdeviceptr q = args.q, k = args.k, v = args.v, a = args.a, b = args.b, alog = args.A_log, dtb = args.dt_bias;
     long long qst = args.q_stride_t, qsh = args.q_stride_h, kst = args.k_stride_t, ksh = args.k_stride_h,
               vst = args.v_stride_t, vsh = args.v_stride_h, abst = args.ab_stride_t;
-    CUdeviceptr chunks = f.chunks, gcum = f.gcum, w = f.w, u = f.u, kd = f.kd, qg = f.qg, pmat = f.pmat;
+    CUdeviceptr chunks = f.chunks + static_cast<CUdeviceptr>(first) * sizeof(ChunkDesc), gcum = f.gcum, w = f.w,
+                u = f.u, kd = f.kd, qg = f.qg;
+    CUdeviceptr pmat = f.pmat == 0 ? 0
+                                   : f.pmat + static_cast<CUdeviceptr>(first) * static_cast<CUdeviceptr>(HV) *
+                                                  static_cast<CUdeviceptr>(g.chunk * g.chunk) * 2;
     void* pa[] = {&q,    &qst, &qsh,    &k, &kst, &ksh,  &v, &vst, &vsh, &a,     &b,  &abst,
                   &alog, &dtb, &chunks, &H, &HV,  &gcum, &w, &u,   &kd,  &scale, &qg, &pmat};
-    DFLASH_RETURN_IF_ERROR(gpu::Launch(prep, {static_cast<unsigned>(f.num_chunks), static_cast<unsigned>(HV), 1},
-                                       {nt, 1, 1}, PrepSharedBytesOf(g), stream, pa, label + " prep"));
-  }
-  CUdeviceptr kd = f.kd, w = f.w, u = f.u, gcum = f.gcum, segs = f.segments, hbuf = f.hbuf, vnew = f.vnew;
+    return gpu::Launch(prep, {static_cast<unsigned>(count), static_cast<unsigned>(HV), 1}, {nt, 1, 1},
+                       PrepSharedBytesOf(g), on, pa, label + " prep");
+  };
+  CUdeviceptr kd = f.kd, w = f.w, u = f.u, gcum = f.gcum, hbuf = f.hbuf, vnew = f.vnew;
+  // The fused pass over `count` segments of the uploaded list from `first`, states from h0 / to ht.
+  auto launch_fused = [&](int first, int count, CUdeviceptr h0, CUdeviceptr ht, CUstream on) -> Status {
+    DFLASH_ASSIGN_OR_RETURN(CUfunction fused, winner.Function(names.fused));
+    CUdeviceptr qg = f.qg, pmat = f.pmat, o = args.o;
+    CUdeviceptr segs = f.segments + static_cast<CUdeviceptr>(first) * sizeof(SegmentDesc);
+    CUdeviceptr final_index = f.final_index + static_cast<CUdeviceptr>(first) * 4;
+    long long ost = args.o_stride_t, osh = args.o_stride_h;
+    void* pf[] = {&kd, &w, &u, &qg, &pmat, &gcum, &segs, &final_index, &HV, &h0, &ht, &o, &ost, &osh};
+    return gpu::Launch(fused,
+                       {static_cast<unsigned>(kHeadDim / g.state_bv), static_cast<unsigned>(HV),
+                        static_cast<unsigned>(count)},
+                       {nt, 1, 1}, FusedSharedBytesOf(g), on, pf, label + " fused");
+  };
+
+  if (g.piece_chunks > 0) return LaunchPieces(f, args, stream, launch_prep, launch_fused);
+  DFLASH_RETURN_IF_ERROR(launch_prep(0, f.num_chunks, stream));
+  CUdeviceptr segs = f.segments;
   CUdeviceptr state_h0 = args.h0;
   const unsigned nseg = static_cast<unsigned>(f.num_segments);
   if (g.segment_chunks > 0) {
@@ -208,14 +284,7 @@ Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedF
     state_h0 = f.seg_states;
   }
   CUdeviceptr final_index = f.final_index, ht = args.ht;
-  if (g.fused) {
-    DFLASH_ASSIGN_OR_RETURN(CUfunction fused, winner.Function(names.fused));
-    CUdeviceptr qg = f.qg, pmat = f.pmat, o = args.o;
-    long long ost = args.o_stride_t, osh = args.o_stride_h;
-    void* pf[] = {&kd, &w, &u, &qg, &pmat, &gcum, &segs, &final_index, &HV, &state_h0, &ht, &o, &ost, &osh};
-    return gpu::Launch(fused, {static_cast<unsigned>(kHeadDim / g.state_bv), static_cast<unsigned>(HV), nseg},
-                       {nt, 1, 1}, FusedSharedBytesOf(g), stream, pf, label + " fused");
-  }
+  if (g.fused) return launch_fused(0, f.num_segments, state_h0, args.ht, stream);
   DFLASH_ASSIGN_OR_RETURN(CUfunction state, winner.Function(names.state));
   void* ps[] = {&kd, &w, &u, &gcum, &segs, &final_index, &HV, &state_h0, &ht, &hbuf, &vnew};
   DFLASH_RETURN_IF_ERROR(gpu::Launch(state, {static_cast<unsigned>(kHeadDim / g.state_bv), static_cast<unsigned>(HV), nseg},

@@ -17,8 +17,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "cache/status.h"
+#include "kernels/gdn/chunk_plan.h"
 #include "kernels/gdn/gdn_config.h"
 #include "tuner/kernel_family.h"
 
@@ -46,8 +48,8 @@ Status ValidateArgs(const GdnArgs& args);
 
 // Device workspace the chunked forward needs for these sequences with this config (bytes): intermediates
 // O(tokens * HV * 128) (gamma, W, U, kd; unfused: V_new and the chunk states h_n, bf16, 32 KiB per chunk and
-// head; fused: qg and the chunk's C x C output matrices P), the split pass's segment maps and states, and the
-// uploaded plan.
+// head; fused: qg and the chunk's C x C output matrices P), the split pass's segment maps and states, with
+// pieces the per-sequence states (fp32 [N, HV, 128, 128]), and the uploaded plan.
 Result<std::size_t> ChunkedWorkspaceBytes(const Geometry& g, const GdnArgs& args);
 
 // The chunk/segment plan of one call, uploaded into a workspace (device pointers into it).
@@ -56,12 +58,18 @@ struct PreparedForward {
   int num_seqs = 0, num_chunks = 0, num_segments = 0;
   CUdeviceptr gcum = 0, w = 0, u = 0, kd = 0, vnew = 0, hbuf = 0, qg = 0, pmat = 0, maps = 0, seg_states = 0;
   CUdeviceptr chunks = 0, segments = 0, final_index = 0, seq_segments = 0;
+  // piece_chunks > 0: the pieces (ranges of the uploaded chunk / segment lists) and the per-sequence state
+  // buffer fp32 [N, HV, 128, 128] that carries each sequence's state from piece to piece.
+  std::vector<PieceRange> pieces;
+  CUdeviceptr piece_states = 0;
 };
 // Plans the chunks for args.cu_seqlens and uploads the plan (synchronous copy: no work in flight may be
 // reading this workspace's plan for another call).
 Result<PreparedForward> PrepareChunkedForward(const Geometry& g, const GdnArgs& args, CUdeviceptr workspace,
                                               std::size_t workspace_bytes);
-// Launches the kernels of a prepared call on `stream` (no host synchronisation; graph-capturable).
+// Launches the kernels of a prepared call on `stream` (no host synchronisation; graph-capturable). With pieces,
+// the fused passes run on the calling thread's StreamFork stream, forked from and joined back into `stream`
+// within the call, so callers still see all of the work ordered on `stream`.
 Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedForward& prepared,
                              const GdnArgs& args, CUstream stream);
 // Prepare + launch.

@@ -14,6 +14,8 @@ std::vector<tuner::TunableParam> Params() {
       {"warps", {4, 8}, "warps per block (prep, state, output)"},
       {"segment_chunks", {0, 8, 16, 32}, "0: sequential state pass; else chunks per segment of the split pass"},
       {"fused", {0, 1, 2}, "0: separate state and output kernels; 1, 2: one kernel with 1 or 2 load stages"},
+      {"piece_chunks", {0, 64},
+       "0: prep, then the state pass; else chunks per piece: prep of piece i+1 overlaps the state pass of piece i"},
   };
 }
 
@@ -28,6 +30,9 @@ std::string GeometryInvalidReason(const tuner::Config& config) {
   if (config.size() != Params().size()) return "unknown parameters in the config";
   if (config.at("fused") > 0 && config.at("out_bv") != kFusedOutBv) {
     return "out_bv is unused when fused (fused configs carry out_bv " + std::to_string(kFusedOutBv) + ")";
+  }
+  if (config.at("piece_chunks") > 0 && (config.at("fused") == 0 || config.at("segment_chunks") > 0)) {
+    return "piece_chunks needs the fused kernel and the sequential state pass (fused > 0, segment_chunks 0)";
   }
   return {};
 }
@@ -57,12 +62,13 @@ Result<Geometry> GeometryOf(const tuner::Config& config) {
   g.warps = static_cast<int>(config.at("warps"));
   g.segment_chunks = static_cast<int>(config.at("segment_chunks"));
   g.fused = static_cast<int>(config.at("fused"));
+  g.piece_chunks = static_cast<int>(config.at("piece_chunks"));
   return g;
 }
 
 tuner::Config ConfigOf(const Geometry& g) {
   return {{"chunk", g.chunk}, {"state_bv", g.state_bv}, {"out_bv", g.out_bv}, {"warps", g.warps},
-          {"segment_chunks", g.segment_chunks}, {"fused", g.fused}};
+          {"segment_chunks", g.segment_chunks}, {"fused", g.fused}, {"piece_chunks", g.piece_chunks}};
 }
 
 KernelNames KernelNamesOf(const Geometry& g) {

@@ -9,6 +9,10 @@
 //   warps           warps per block of the prep / state / output kernels
 //   segment_chunks  0: one sequential state pass per sequence; else chunks per segment of the parallel split
 //                   (transfer maps per segment, combine, state pass per segment); a launch-time choice only
+//   piece_chunks    0: prep over the whole call, then the fused state pass; else every sequence is cut into pieces
+//                   of this many chunks, prep of piece i+1 runs on the caller's stream while the fused pass of
+//                   piece i runs on a second, higher-priority stream (StreamFork) from piece i-1's final state;
+//                   fused configs with segment_chunks 0 only; a launch-time choice only
 // Who may call it: the family, the API, tests. Thread-safety: pure functions.
 #pragma once
 
@@ -30,6 +34,7 @@ struct Geometry {
   int warps = 4;
   int segment_chunks = 0;
   int fused = 0;
+  int piece_chunks = 0;
   unsigned threads() const { return static_cast<unsigned>(warps) * 32u; }
 };
 

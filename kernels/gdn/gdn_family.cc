@@ -39,6 +39,10 @@ class GdnFamily final : public tuner::KernelFamily {
       return "segment_chunks " + std::to_string(config.at("segment_chunks")) + " >= the bucket's " +
              std::to_string(chunks) + " chunks (no split)";
     }
+    if (config.at("piece_chunks") > 0 && config.at("piece_chunks") >= chunks) {
+      return "piece_chunks " + std::to_string(config.at("piece_chunks")) + " >= the bucket's " +
+             std::to_string(chunks) + " chunks (one piece)";
+    }
     return DominatedReason(config);
   }
 
@@ -53,7 +57,7 @@ class GdnFamily final : public tuner::KernelFamily {
     g.out_bv = get("out_bv", 0);
     g.warps = get("warps", 0);
     g.segment_chunks = get("segment_chunks", 0);
-    g.fused = get("fused", 0);
+    g.fused = get("fused", 0);  // piece_chunks changes no code
     spec.name_expressions = KernelNamesOf(g).All();
     return spec;
   }

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "tuner/kernel_family.h"
+#include "tuner/tuning_key.h"
 
 namespace dflash::tuner {
 namespace {
@@ -62,6 +63,21 @@ class ParamsOnlyFamily : public KernelFamily {
  private:
   std::vector<TunableParam> params_;
 };
+
+TEST(TuningKey, ChangesWithTheTuningSpaceOnly) {
+  const Problem bucket = {{"n", 64}};
+  auto key = [&](std::vector<TunableParam> params) {
+    return MakeTuningKey(ParamsOnlyFamily(std::move(params)), bucket, "sm_90");
+  };
+  const cache::TuningKey base = key({{"a", {1, 2}, ""}, {"b", {10}, ""}});
+  EXPECT_EQ(key({{"a", {1, 2}, "other help text"}, {"b", {10}, ""}}).Digest(), base.Digest());
+  // A new parameter (a cached winner would lack it), a new value, a renamed parameter: another key.
+  EXPECT_NE(key({{"a", {1, 2}, ""}, {"b", {10}, ""}, {"c", {0, 64}, ""}}).Digest(), base.Digest());
+  EXPECT_NE(key({{"a", {1, 2, 3}, ""}, {"b", {10}, ""}}).Digest(), base.Digest());
+  EXPECT_NE(key({{"a", {1, 2}, ""}, {"bb", {10}, ""}}).Digest(), base.Digest());
+  EXPECT_NE(key({{"a", {1}, ""}, {"b", {2, 10}, ""}}).Digest(), base.Digest()) << "values belong to their name";
+  EXPECT_EQ(base.signature, R"({"n":64})");
+}
 
 TEST(EnumerateSpace, IsTheCartesianProductInOdometerOrder) {
   ParamsOnlyFamily f({{"a", {1, 2}, ""}, {"b", {10, 20, 30}, ""}, {"c", {7}, ""}});

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <random>
 #include <thread>
@@ -15,6 +17,7 @@
 #include "tuner/device_lock.h"
 #include "tuner/gpu_runtime.h"
 #include "tuner/nvrtc_compiler.h"
+#include "tuner/stream_fork.h"
 
 namespace dflash::tuner {
 namespace {
@@ -406,6 +409,85 @@ TEST_F(GpuRuntimeTest, MeasureTimesOutInsteadOfHangingInWarmUpAndTimedPhases) {
     EXPECT_LT(waited, 250ms) << "Measure waited for the kernel instead of timing out";
     ASSERT_TRUE(stream_.Synchronize().ok());  // the kernels do end; the stream is usable again
   }
+}
+
+// main: a 20 ms spin, then A = 2X + 1; side (after Order(main, side)): B = 2A + 1; main waits for side. If the
+// fork or the join did not order the work, B would be computed from A's poison (NaN) or read before it is written.
+Status EnqueueForkedAffines(gpu::StreamFork* fork, CUstream main, gpu::DeviceBuffer& seen,
+                            gpu::DeviceBuffer& x, gpu::DeviceBuffer& a, gpu::DeviceBuffer& b, unsigned n,
+                            const std::function<CUfunction(const std::string&)>& fn) {
+  unsigned long long ns = 20'000'000;
+  CUdeviceptr seen_p = seen.ptr(), xp = x.ptr(), ap = a.ptr(), bp = b.ptr();
+  void* spin_args[] = {&ns, &seen_p};
+  DFLASH_RETURN_IF_ERROR(gpu::Launch(fn("spin"), {1}, {32}, 0, main, spin_args, "spin"));
+  void* first[] = {&xp, &ap, &n};
+  DFLASH_RETURN_IF_ERROR(gpu::Launch(fn("affine"), {64}, {256}, 0, main, first, "affine A"));
+  DFLASH_RETURN_IF_ERROR(fork->Order(main, fork->side()));
+  void* second[] = {&ap, &bp, &n};
+  DFLASH_RETURN_IF_ERROR(gpu::Launch(fn("affine"), {64}, {256}, 0, fork->side(), second, "affine B"));
+  return fork->Order(fork->side(), main);
+}
+
+TEST_F(GpuRuntimeTest, StreamForkOrdersTheSideStreamBetweenForkAndJoinAlsoInAGraph) {
+  const unsigned n = 1 << 16;
+  std::vector<float> host_x(n);
+  std::uniform_real_distribution<float> u(-4.f, 4.f);
+  for (float& v : host_x) v = u(rng_);
+  gpu::DeviceBuffer x = Alloc(n * 4), a = Alloc(n * 4), b = Alloc(n * 4), seen = Alloc(8);
+  ASSERT_TRUE(x.Upload(host_x.data(), n * 4).ok());
+  Result<gpu::StreamFork*> fork = gpu::StreamFork::ForCurrentThread();
+  ASSERT_TRUE(fork.ok()) << fork.status().ToString();
+  Result<gpu::StreamFork*> again = gpu::StreamFork::ForCurrentThread();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *fork) << "one fork per thread and context";
+  auto fn = [this](const std::string& e) { return Fn(e); };
+  auto check = [&](const char* how) {
+    std::vector<float> host_b(n);
+    ASSERT_TRUE(b.Download(host_b.data(), n * 4).ok());
+    for (unsigned i = 0; i < n; ++i) {
+      ASSERT_EQ(host_b[i], 2.f * (2.f * host_x[i] + 1.f) + 1.f) << how << " at " << i;
+    }
+  };
+  for (gpu::DeviceBuffer* buf : {&a, &b}) ASSERT_TRUE(buf->Fill(0xFF, stream_.get()).ok());  // NaN
+  ASSERT_TRUE(EnqueueForkedAffines(*fork, stream_.get(), seen, x, a, b, n, fn).ok());
+  ASSERT_TRUE(stream_.Synchronize().ok()) << "the join makes the caller's stream wait for the side stream";
+  check("eager");
+
+  for (gpu::DeviceBuffer* buf : {&a, &b}) ASSERT_TRUE(buf->Fill(0xFF, stream_.get()).ok());
+  ASSERT_TRUE(stream_.Synchronize().ok());
+  Result<gpu::GraphExec> graph = gpu::GraphExec::Capture(
+      stream_.get(), [&](CUstream s) { return EnqueueForkedAffines(*fork, s, seen, x, a, b, n, fn); },
+      "forked affines");
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  ASSERT_TRUE(graph->Launch(stream_.get()).ok());
+  ASSERT_TRUE(stream_.Synchronize().ok());
+  check("graph replay");
+}
+
+// Two rounds, each retaining the primary context (made current), forking, ordering a stream through the fork,
+// and releasing the context, which destroys it with its streams and events (nothing else holds it in this
+// process). The second round must get a new fork (the handle may be the same), and std::exit must not destroy
+// the two dead forks' handles: either mistake crashes or fails here. Exit codes: 0 fine, 2-4 a failed step.
+void ForkInTwoContextLifetimesThenExit() {
+  for (int round = 0; round < 2; ++round) {
+    Result<gpu::Context> ctx = gpu::Context::Primary(0);
+    if (!ctx.ok()) std::_Exit(2);
+    Result<gpu::StreamFork*> fork = gpu::StreamFork::ForCurrentThread();
+    Result<gpu::Stream> s = gpu::Stream::Create();
+    if (!fork.ok() || !s.ok()) std::_Exit(3);
+    if (!(*fork)->Order(s->get(), (*fork)->side()).ok() || !(*fork)->Order((*fork)->side(), s->get()).ok() ||
+        !s->Synchronize().ok()) {
+      std::_Exit(4);
+    }
+  }
+  std::exit(0);  // destroys this thread's thread_locals: the forks of two destroyed contexts
+}
+
+TEST(StreamForkLifetime, ForksOfADestroyedContextAreNeitherReusedNorDestroyedAgain) {
+  if (gpu::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  // A fresh process (fork + exec): this one has initialised CUDA and holds the primary context.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(ForkInTwoContextLifetimesThenExit(), testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

@@ -62,6 +62,18 @@ TEST(GdnApi, WorkspaceHoldsTheIntermediatesAndGrowsWithTheSplit) {
   const std::size_t fused_intermediates = T * HV * 4 + 4 * T * HV * D * 2 + 128 * HV * 64 * 64 * 2;
   EXPECT_GE(*fused, fused_intermediates);
   EXPECT_LT(*fused, fused_intermediates + 64 * 1024);
+  g.piece_chunks = 32;  // 4 pieces: the same intermediates and one fp32 state per sequence and head
+  Result<std::size_t> pieces = ChunkedWorkspaceBytes(g, a);
+  ASSERT_TRUE(pieces.ok()) << pieces.status().ToString();
+  EXPECT_GE(*pieces, fused_intermediates + HV * D * D * 4);
+  EXPECT_LT(*pieces, fused_intermediates + HV * D * D * 4 + 64 * 1024);
+  g.fused = 0;
+  EXPECT_EQ(ChunkedWorkspaceBytes(g, a).status().code(), ErrorCode::kInvalidArgument)
+      << "pieces need the fused kernel";
+  g.fused = 1;
+  g.segment_chunks = 16;
+  EXPECT_EQ(ChunkedWorkspaceBytes(g, a).status().code(), ErrorCode::kInvalidArgument)
+      << "pieces need the sequential state pass";
 }
 
 TEST(GdnApi, TooSmallAWorkspaceIsRefusedBeforeAnythingRuns) {

@@ -1,7 +1,9 @@
 // Host bookkeeping of the chunked gdn forward: chunk lists for packed sequences and the segment split of the
-// state recurrence (CPU only).
+// state recurrence, and the pieces of the prep / state-pass overlap (CPU only).
 #include <gtest/gtest.h>
 
+#include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/gdn/chunk_plan.h"
@@ -100,6 +102,101 @@ TEST(GdnSegmentPlan, SegmentLengthIsChosenToFillTheGpu) {
   EXPECT_EQ(ChooseSegmentChunks(one_long, 48, 4, 100), 0) << "already enough blocks";
   ChunkPlan many = *PlanChunks(std::vector<std::int32_t>{0, 4096, 8192, 12288, 16384}, 64);
   EXPECT_EQ(ChooseSegmentChunks(many, 48, 4, 512), 0);
+}
+
+}  // namespace
+}  // namespace dflash::gdn
+
+namespace dflash::gdn {
+namespace {
+
+// Runs a piece plan the way the launcher does (pieces in order; within a piece every segment walks its chunks
+// from first_chunk) and checks, per sequence, that its tokens are visited exactly once, in order, in chunks
+// that the plan's prep range of the same piece covers, starting from the right state.
+void CheckPiecePlanRunsEverySequenceInOrder(const std::vector<std::int32_t>& cu, int chunk, int piece_chunks,
+                                            bool h0) {
+  SCOPED_TRACE("chunk " + std::to_string(chunk) + " piece " + std::to_string(piece_chunks));
+  Result<ChunkPlan> plan = PlanChunks(cu, chunk);
+  ASSERT_TRUE(plan.ok());
+  Result<PiecePlan> pp = PlanPieces(*plan, piece_chunks, h0);
+  ASSERT_TRUE(pp.ok()) << pp.status().ToString();
+  const int n = static_cast<int>(cu.size()) - 1;
+  ASSERT_EQ(pp->chunks.size(), plan->chunks.size());
+  ASSERT_EQ(pp->final_state_index.size(), pp->segments.size());
+  std::vector<std::int32_t> next_token(cu.begin(), cu.end() - 1);  // per sequence: the next token to run
+  std::vector<bool> started(n, false);
+  std::vector<int> pieces_of(n, 0);
+  std::int32_t chunk_at = 0, segment_at = 0;
+  for (const PieceRange& piece : pp->pieces) {
+    ASSERT_EQ(piece.chunk_first, chunk_at) << "prep ranges tile the chunk list in order";
+    ASSERT_EQ(piece.segment_first, segment_at);
+    ASSERT_GT(piece.segment_count, 0);
+    chunk_at += piece.chunk_count;
+    segment_at += piece.segment_count;
+    std::vector<bool> seq_in_piece(n, false);
+    for (int s = piece.segment_first; s < piece.segment_first + piece.segment_count; ++s) {
+      const SegmentDesc& seg = pp->segments[s];
+      const int seq = pp->final_state_index[s];
+      ASSERT_GE(seq, 0);
+      ASSERT_LT(seq, n);
+      EXPECT_FALSE(seq_in_piece[seq]) << "two segments of one sequence in one launch would share its state";
+      seq_in_piece[seq] = true;
+      EXPECT_EQ(seg.h0_index, started[seq] || h0 ? seq : -1) << "segment " << s;
+      EXPECT_EQ(seg.token_start, next_token[seq]) << "sequence " << seq << " resumes where it stopped";
+      EXPECT_LE(seg.token_end - seg.token_start, static_cast<std::int64_t>(piece_chunks) * chunk);
+      // The fused kernel reads P of chunk first_chunk + j for the j-th chunk of its segment.
+      int j = 0;
+      for (std::int32_t t = seg.token_start; t < seg.token_end; t += chunk, ++j) {
+        const int c = seg.first_chunk + j;
+        ASSERT_GE(c, piece.chunk_first);
+        ASSERT_LT(c, piece.chunk_first + piece.chunk_count) << "a chunk prepared by another piece's prep";
+        EXPECT_EQ(pp->chunks[c].token_start, t);
+        EXPECT_EQ(pp->chunks[c].seq, seq);
+      }
+      next_token[seq] = seg.token_end;
+      started[seq] = true;
+      ++pieces_of[seq];
+    }
+  }
+  EXPECT_EQ(chunk_at, static_cast<std::int32_t>(pp->chunks.size()));
+  EXPECT_EQ(segment_at, static_cast<std::int32_t>(pp->segments.size()));
+  for (int seq = 0; seq < n; ++seq) {
+    EXPECT_EQ(next_token[seq], cu[seq + 1]) << "sequence " << seq << " ran to its end";
+    const int chunks = (cu[seq + 1] - cu[seq] + chunk - 1) / chunk;
+    EXPECT_EQ(pieces_of[seq], (chunks + piece_chunks - 1) / piece_chunks) << "sequence " << seq;
+  }
+}
+
+TEST(GdnPiecePlan, PiecesRunEverySequenceOnceInOrderFromTheRightState) {
+  // Lengths 0, 1, 63, 64, 65, 1000, 8192 and an empty one at the end.
+  const std::vector<std::int32_t> fixed{0, 0, 1, 64, 128, 193, 1193, 9385, 9385};
+  for (int chunk : {32, 64})
+    for (int piece : {1, 2, 3, 64})
+      for (bool h0 : {false, true}) CheckPiecePlanRunsEverySequenceInOrder(fixed, chunk, piece, h0);
+  std::mt19937 rng(20261130);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<std::int32_t> cu{0};
+    const int seqs = 1 + static_cast<int>(rng() % 9);
+    for (int s = 0; s < seqs; ++s) cu.push_back(cu.back() + static_cast<std::int32_t>(rng() % 5000));
+    CheckPiecePlanRunsEverySequenceInOrder(cu, 32, 1 + static_cast<int>(rng() % 70), rng() % 2 == 0);
+  }
+}
+
+TEST(GdnPiecePlan, OneLongSequenceIsCutIntoPiecesOfTheGivenLength) {
+  const std::vector<std::int32_t> cu{0, 8192};
+  Result<ChunkPlan> plan = PlanChunks(cu, 32);
+  ASSERT_TRUE(plan.ok());
+  Result<PiecePlan> pp = PlanPieces(*plan, 64, false);
+  ASSERT_TRUE(pp.ok());
+  ASSERT_EQ(pp->pieces.size(), 4u);  // 256 chunks of 32
+  for (const PieceRange& p : pp->pieces) {
+    EXPECT_EQ(p.chunk_count, 64);
+    EXPECT_EQ(p.segment_count, 1);
+  }
+  EXPECT_EQ(pp->segments[0].h0_index, -1);
+  EXPECT_EQ(pp->segments[3].h0_index, 0);
+  EXPECT_EQ(pp->segments[3].token_start, 3 * 64 * 32);
+  EXPECT_EQ(PlanPieces(*plan, 0, false).status().code(), ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

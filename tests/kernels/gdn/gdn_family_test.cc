@@ -45,12 +45,15 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
   EXPECT_EQ(f.name(), "gdn");
   const tuner::Problem bucket = *f.Bucket(MakeProblem(16, 48, 8192));
   std::set<std::string> expressions;
-  std::size_t valid = 0, fused_duplicates = 0, dominated = 0;
+  std::size_t valid = 0, fused_duplicates = 0, unpieceable = 0, dominated = 0;
   for (const tuner::Config& c : tuner::EnumerateSpace(f)) {
     const std::string why = f.InvalidReason(c, bucket);
     if (c.at("fused") > 0 && c.at("out_bv") != kFusedOutBv) {
       EXPECT_NE(why.find("out_bv is unused"), std::string::npos) << why;
       ++fused_duplicates;
+    } else if (c.at("piece_chunks") > 0 && (c.at("fused") == 0 || c.at("segment_chunks") > 0)) {
+      EXPECT_NE(why.find("piece_chunks needs the fused kernel"), std::string::npos) << why;
+      ++unpieceable;
     } else if (c.at("fused") == 0 || c.at("chunk") == 64 || c.at("segment_chunks") == 8 ||
                c.at("segment_chunks") == 16) {
       EXPECT_EQ(why.rfind("dominated: ", 0), 0u) << why;
@@ -78,14 +81,16 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
                                      : ::gdn::StateSharedBytes(g->chunk, g->state_bv);
     EXPECT_GE(shape.dynamic_shared_bytes, static_cast<std::size_t>(main_kernel));
   }
-  // 8192 tokens: every segment length splits; fused configs (2 of the 3 fused values) carry one out_bv (2 of
-  // the 3 values are duplicates); dominated: fused 0 (1/3 of the space), chunk 64 (1/9 of it once the
-  // duplicates are out) and, of the rest, segments of 8 or 16 chunks (1/18).
+  // 8192 tokens: every segment and piece length splits; fused configs (2 of the 3 fused values) carry one out_bv
+  // (2 of the 3 values are duplicates); pieces (1/2 of the space) need fused > 0 and no split pass.
   const std::size_t n = tuner::EnumerateSpace(f).size();
   EXPECT_EQ(fused_duplicates, n * 4 / 9);
-  EXPECT_EQ(dominated, n / 3 + n / 9 + n / 18);
-  EXPECT_EQ(valid, n - fused_duplicates - dominated);
-  EXPECT_EQ(valid, 24u) << "chunk 32 only: 2 stages x 3 state_bv x 2 warps x 2 segment lengths";
+  // pieces (piece_chunks 64: half the space) outside fused 0 and the split pass: of the non-duplicates (5/9),
+  // fused 0 is 3/5 and fused > 0 with a split 2/5 x 3/4, so 9/10 of them: n / 2 x 5/9 x 9/10 = n / 4.
+  EXPECT_EQ(unpieceable, n / 4);
+  EXPECT_EQ(valid, n - fused_duplicates - unpieceable - dominated);
+  EXPECT_EQ(valid, 36u) << "chunk 32 only: 2 stages x 3 state_bv x 2 warps x (pieces of 0 or 64 chunks with the "
+                           "sequential pass, or segments of 32 chunks)";
   EXPECT_GT(expressions.size(), 10u);
 }
 
@@ -157,6 +162,11 @@ TEST(GdnConfig, ConfigsOutsideTheSpaceAreInvalidWithAReason) {
   c["out_bv"] = kFusedOutBv;
   c["fused"] = 3;
   EXPECT_NE(f.InvalidReason(c, bucket).find("fused"), std::string::npos);
+  c["fused"] = 2;
+  c["piece_chunks"] = 64;  // 1024 tokens = 32 chunks of 32: one piece
+  EXPECT_NE(f.InvalidReason(c, bucket).find("one piece"), std::string::npos);
+  c["segment_chunks"] = 32;
+  EXPECT_NE(f.InvalidReason(c, bucket).find("piece_chunks needs"), std::string::npos);
 }
 
 }  // namespace

@@ -87,6 +87,10 @@ TEST_F(GdnGpu, VariantsMatchTheFloat64ReferenceOnPackedAndSingleSequences) {
           g.segment_chunks = seg;
           g.fused = fused;
           configs.push_back(ConfigOf(g));
+          if (chunk == 32 && seg == 0 && fused > 0) {  // the prep / fused-pass overlap in pieces of 64 chunks
+            g.piece_chunks = 64;
+            configs.push_back(ConfigOf(g));
+          }
         }
   const std::string arch = ctx->info().arch();
   tuner::ThreadPool pool(8);
@@ -107,7 +111,9 @@ TEST_F(GdnGpu, VariantsMatchTheFloat64ReferenceOnPackedAndSingleSequences) {
   };
   std::uint64_t seed = 4242;
   for (const Case& c : {Case{2, 2, 1, 1, false}, Case{2, 4, 63, 1, true}, Case{2, 6, 65, 1, false},
-                        Case{2, 6, 1000, 5, true}, Case{16, 48, 200, 2, true}}) {
+                        Case{2, 6, 1000, 5, true}, Case{16, 48, 200, 2, true},
+                        // several pieces of 64 chunks of 32 per sequence
+                        Case{2, 4, 4500, 1, false}, Case{2, 6, 6000, 2, true}}) {
     SCOPED_TRACE("H=" + std::to_string(c.H) + " HV=" + std::to_string(c.HV) + " T=" + std::to_string(c.tokens));
     ProblemSpec spec;
     spec.heads = c.H;
