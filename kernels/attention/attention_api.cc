@@ -113,7 +113,10 @@ TensorRef TensorRef::Bhsd(CUdeviceptr p, std::int64_t seq, std::int64_t heads, s
 std::size_t BackwardWorkspaceBytes(const ProblemSpec& p, const tuner::Config& config) {
   const std::size_t rows = static_cast<std::size_t>(p.batch * p.heads_q * p.seq_q);
   std::size_t bytes = AlignUp(rows * sizeof(float), 256);
-  if (UsesDqAccumulator(config)) bytes += rows * static_cast<std::size_t>(p.head_dim) * sizeof(float);
+  if (UsesDqAccumulator(config)) {  // rows rounded up to the accumulator's 8 x 8 tiles
+    bytes += static_cast<std::size_t>(p.batch * p.heads_q) * dflash_attn::DqAccumRows(p.seq_q) *
+             static_cast<std::size_t>(p.head_dim) * sizeof(float);
+  }
   return bytes;
 }
 

@@ -4,7 +4,8 @@
 //     then walks the visible (query head of the GQA group, query tile) pairs: recomputes P = exp(S - LSE),
 //     dV += P^T dO, dP = dO V^T, dS = P * (dP - delta), dK += dS^T Q; dK/dV are reduced over the whole group in
 //     registers and written once. With ATOMIC_DQ it also adds dS K into the fp32 dQ accumulator (red.global.add).
-//  3a. AttnBwdDqConvert (atomic mode): dQ = scale * accumulator, to bf16 with the caller's strides.
+//  3a. AttnBwdDqConvert (atomic mode): dQ = scale * accumulator (DqAccumOffset's tiled layout), to bf16 with the
+//      caller's strides.
 //  3b. AttnBwdDq (separate-pass mode): one block per query tile, recomputes S, P, dP over its visible kv tiles and
 //     accumulates dQ in registers: no atomics, no accumulator, deterministic.
 // Rows whose LSE is -inf (they see nothing) get P = 0 everywhere, hence zero gradients and never NaN.
@@ -45,8 +46,11 @@ __global__ void __launch_bounds__(128) AttnBwdPre(const AttnParams p) {
     const long long row = (static_cast<long long>(b) * p.heads_q + h) * Sq + q;
     if (lane == 0) p.delta[row] = acc;
     if (ZERO_DQ_ACCUM) {
+      float* acc_bh = p.dq_accum + (static_cast<long long>(b) * p.heads_q + h) * DqAccumRows(Sq) * D;
 #pragma unroll
-      for (int c = lane * 4; c < D; c += 128) *reinterpret_cast<float4*>(p.dq_accum + row * D + c) = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int c = lane * 4; c < D; c += 128) {  // 4 columns of one 8 x 8 tile row: contiguous
+        *reinterpret_cast<float4*>(acc_bh + DqAccumOffset(q, c, D)) = make_float4(0.f, 0.f, 0.f, 0.f);
+      }
     }
   }
 }
@@ -60,11 +64,11 @@ __global__ void __launch_bounds__(128) AttnBwdDqConvert(const AttnParams p) {
   for (int i = 0; i < kPreRowsPerBlock / 4; ++i) {
     const int q = blockIdx.x * kPreRowsPerBlock + warp * (kPreRowsPerBlock / 4) + i;
     if (q >= Sq) break;
-    const long long row = (static_cast<long long>(b) * p.heads_q + h) * Sq + q;
+    const float* acc_bh = p.dq_accum + (static_cast<long long>(b) * p.heads_q + h) * DqAccumRows(Sq) * D;
     bf16* dQg = static_cast<bf16*>(p.dq) + b * p.dq_batch_stride + h * p.dq_head_stride + q * p.dq_seq_stride;
 #pragma unroll
     for (int c = lane * 2; c < D; c += 64) {
-      float2 x = *reinterpret_cast<const float2*>(p.dq_accum + row * D + c);
+      float2 x = *reinterpret_cast<const float2*>(acc_bh + DqAccumOffset(q, c, D));
       *reinterpret_cast<unsigned*>(dQg + c) = PackBf16(x.x * p.scale, x.y * p.scale);
     }
   }
@@ -209,14 +213,16 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
             Mma16816(acc[j + 1], a, bk[2], bk[3]);
           }
         }
+        // Row q0 + mt * 16 + lane / 4 (a multiple of 8 plus lane / 4): hr's 8 rows on are the next 8 x 8 tile row.
+        float* const dst0 = p.dq_accum + (static_cast<long long>(BwdBlockBatch()) * p.heads_q + h) * DqAccumRows(Sq) * D +
+                            DqAccumOffset(q0 + mt * 16 + (lane >> 2), dc * 64 + (lane & 3) * 2, D);
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
-          const int q = q0 + mt * 16 + (lane >> 2) + hr * 8;
-          if (q >= Sq) continue;
-          float* dst = p.dq_accum + ((static_cast<long long>(BwdBlockBatch()) * p.heads_q + h) * Sq + q) * D + dc * 64 + (lane & 3) * 2;
+          if (q0 + mt * 16 + (lane >> 2) + hr * 8 >= Sq) continue;
+          float* dst = dst0 + hr * 8 * D;
 #pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            if (!(DFLASH_ATTN_ABLATE & 1) || acc[j][0] == 1234.5f) AtomicAdd2(dst + j * 8, acc[j][hr * 2], acc[j][hr * 2 + 1]);
+          for (int j = 0; j < 8; ++j) {  // the next 8 columns: the next 8 x 8 tile
+            if (!(DFLASH_ATTN_ABLATE & 1) || acc[j][0] == 1234.5f) AtomicAdd2(dst + j * 64, acc[j][hr * 2], acc[j][hr * 2 + 1]);
           }
         }
       }

@@ -6,7 +6,8 @@
 //  2. dV += P^T dO and dK += dS^T Q: warp (wk, wq) owns kv rows 32 wk.. x head-dim columns (D / QW) wq.. (the
 //     accumulators stay in registers for the whole block: dK, dV reduced over the group, written once);
 //  3. dQ_accum += dS K: warp tiles of 32 query rows x (D / DW) columns (in passes of 32), 8-byte vector
-//     reductions (red.v2 at one pointer per thread + immediates).
+//     reductions (red.v2 at one pointer per thread + immediates), each warp instruction one 256-byte 8 x 8 tile
+//     of the accumulator (DqAccumOffset).
 // Compared with AttnBwdKv (each warp 16 kv rows x the whole query tile), every fragment loaded from shared memory
 // feeds more mma: 144 ldmatrix.x4 per warp and item instead of 184 for the same 320 mma (BN 128, BM 64).
 // Who may include it: attention_kernels.cu (NVRTC). Thread-safety: n/a (device code).
@@ -21,7 +22,9 @@
 namespace dflash_attn {
 
 // Phase 3's dQ reductions of one warp: acc[mi][j] is the 16 x 8 tile of query rows 16 mi.. and head-dim columns
-// 8 j.. (mma accumulator layout); dst points at this thread's first element (row qr, its column pair). CHECKED:
+// 8 j.. (mma accumulator layout); dst points at this thread's first element (row qr, its column pair) in the
+// accumulator's 8 x 8 tiles (DqAccumOffset; qr % 8 = lane / 4): 8 rows on is the next tile row (8 D floats), 8
+// columns on the next tile (64 floats), so each reduction instruction of the warp covers one 256-byte tile. CHECKED:
 // rows >= seq_q are skipped (predicated reductions, which cost a branch each in SASS: only the tile that needs it).
 template <int D, int DQN, bool CHECKED>
 __device__ __forceinline__ void Bwd2dAddDq(float* dst, const float (&acc)[2][DQN][4], int qr, int Sq) {
@@ -31,7 +34,7 @@ __device__ __forceinline__ void Bwd2dAddDq(float* dst, const float (&acc)[2][DQN
     for (int hr = 0; hr < 2; ++hr)
 #pragma unroll
       for (int j = 0; j < DQN; ++j) {
-        float* p = dst + (mi * 16 + hr * 8) * D + j * 8;
+        float* p = dst + (mi * 2 + hr) * 8 * D + j * 64;
         if (CHECKED) AtomicAdd2If(p, acc[mi][j][hr * 2], acc[mi][j][hr * 2 + 1], qr + mi * 16 + hr * 8 < Sq);
         else AtomicAdd2(p, acc[mi][j][hr * 2], acc[mi][j][hr * 2 + 1]);
       }
@@ -237,8 +240,8 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
       // (session 6: the 16-byte form needed a lane-pair shuffle, 6 selects and a branch per tile). A predicated
       // reduction still costs a BSSY / BRA / BSYNC in SASS, so only a tile with rows past seq_q takes that path.
       const int qr = q0 + wqq * 32 + (lane >> 2);  // this thread's first row (mi, hr add 16 mi + 8 hr)
-      float* dst = p.dq_accum + ((WidenNonNeg(BwdBlockBatch()) * p.heads_q + h) * Sq + qr) * D + c0 +
-                   (lane & 3) * 2;
+      float* dst = p.dq_accum + (WidenNonNeg(BwdBlockBatch()) * p.heads_q + h) * DqAccumRows(Sq) * D +
+                   DqAccumOffset(qr, c0 + (lane & 3) * 2, D);
       if (!(DFLASH_ATTN_ABLATE & 1)) {
         if (q0 + BM <= Sq) Bwd2dAddDq<D, DQN, false>(dst, acc, qr, Sq);
         else Bwd2dAddDq<D, DQN, true>(dst, acc, qr, Sq);

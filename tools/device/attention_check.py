@@ -308,7 +308,8 @@ def make_inputs(c):
     t["dv"], t["dv4"], t["dv_strides"] = empty_like_layout(c, c.Hkv, c.Skv, c.layout)
     t["lse"] = torch.full((c.B, c.Hq, c.Sq), math.nan, device="cuda", dtype=torch.float32)
     t["delta"] = torch.full((c.B, c.Hq, c.Sq), math.nan, device="cuda", dtype=torch.float32)
-    t["dq_accum"] = torch.full((c.B, c.Hq, c.Sq, c.D), math.nan, device="cuda", dtype=torch.float32)
+    # rows rounded up to the accumulator's 8 x 8 tiles (DqAccumRows in attention_params.cuh)
+    t["dq_accum"] = torch.full((c.B, c.Hq, (c.Sq + 7) // 8 * 8, c.D), math.nan, device="cuda", dtype=torch.float32)
     if c.docs:
         t["cu"] = torch.tensor(c.docs, dtype=torch.int32, device="cuda")
     if c.mask.startswith("dflash"):

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/attention/attention_mask.cuh"
+#include "kernels/attention/attention_params.cuh"
 
 namespace {
 
@@ -291,3 +292,45 @@ TEST(AttentionMask, DocStartBoundsOnlyTheContextOfItsBlock) {
 }
 
 }  // namespace
+
+// The fp32 dQ accumulator's tiled layout (attention_params.cuh): every (row < seq_q, column) gets its own slot inside
+// DqAccumRows(seq_q) x D, and the backward kernels' reduction pattern holds: one warp's float2 reductions for an
+// 8-row x 8-column mma accumulator tile (lane l: row r0 + l / 4, columns c0 + 2 (l % 4), +1) fill one contiguous,
+// 256-byte-aligned run of 64 floats (one instruction, two cache lines), and 8 rows on / 8 columns on are the
+// constant steps 8 D / 64 the kernels add as immediates.
+TEST(AttentionDqAccumulator, TiledLayoutIsABijectionAndEachWarpReductionIsOneSegment) {
+  for (const int D : {64, 128, 256}) {
+    for (const int seq_q : {1, 7, 8, 63, 100, 1000}) {
+      const long long rows = dflash_attn::DqAccumRows(seq_q);
+      ASSERT_GE(rows, seq_q);
+      ASSERT_LT(rows, seq_q + 8);
+      ASSERT_EQ(rows % 8, 0);
+      std::vector<int> hits(static_cast<std::size_t>(rows * D), 0);
+      for (int r = 0; r < seq_q; ++r)
+        for (int c = 0; c < D; ++c) {
+          const long long o = dflash_attn::DqAccumOffset(r, c, D);
+          ASSERT_GE(o, 0);
+          ASSERT_LT(o, rows * D) << "row " << r << " col " << c;
+          ++hits[static_cast<std::size_t>(o)];
+        }
+      for (std::size_t i = 0; i < hits.size(); ++i) {
+        // Slots of rows past seq_q (in the last tile row) stay unused; no slot is used twice.
+        ASSERT_LE(hits[i], 1) << "D " << D << " seq_q " << seq_q << " slot " << i;
+      }
+    }
+    for (int r0 = 0; r0 < 64; r0 += 8)
+      for (int c0 = 0; c0 < D; c0 += 8) {
+        std::vector<long long> offs;
+        for (int l = 0; l < 32; ++l) {
+          const long long o = dflash_attn::DqAccumOffset(r0 + l / 4, c0 + 2 * (l % 4), D);
+          EXPECT_EQ(dflash_attn::DqAccumOffset(r0 + l / 4, c0 + 2 * (l % 4) + 1, D), o + 1) << "float2 not contiguous";
+          EXPECT_EQ(dflash_attn::DqAccumOffset(r0 + l / 4 + 8, c0 + 2 * (l % 4), D), o + 8 * D) << "8 rows on";
+          EXPECT_EQ(dflash_attn::DqAccumOffset(r0 + l / 4, c0 + 2 * (l % 4) + 8, D), o + 64) << "8 columns on";
+          offs.push_back(o);
+        }
+        std::sort(offs.begin(), offs.end());
+        EXPECT_EQ(offs.front() % 64, 0) << "tile not 256-byte aligned";
+        for (int l = 1; l < 32; ++l) EXPECT_EQ(offs[l], offs[l - 1] + 2) << "tile not one contiguous run";
+      }
+  }
+}
