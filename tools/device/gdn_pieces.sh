@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# gdn (issue 5): the first GPU run of the prep / fused-pass overlap in pieces (piece_chunks 64), in one call.
+# gdn (issue 5): checks and measures the prep / fused-pass overlap in pieces (piece_chunks 64) in one call
+# (sessions 7-8; gdn NOTES "Session 8" has its results).
 #   1. build dflash-tune, kernel_bench and test_gdn_gpu (gpu_run.sh, background) while FLA compiles its first
 #      (16,48) 1x8192 call (the Triton cache in build-gdn/dev/triton_cache.tgz, when carried, makes that quick);
-#   2. test_runtime_gpu's StreamFork test, then test_gdn_gpu: every path, with 4 piece variants, against the float64 token-by-token reference (7 problems,
-#      two of them with several pieces per sequence);
+#   2. test_runtime_gpu's StreamFork tests (with GDN_FORK_OLD, the lifetime test also against that old file: it must
+#      fail there), then test_gdn_gpu: every path, with 4 piece variants, against the float64 token-by-token
+#      reference (7 problems, two of them with several pieces per sequence);
 #   3. `dflash-tune warmup` of (16,48) 1x8192 over its whole space (--budget 36: every tuned config) and
 #      `dflash-tune show` of the entry: each geometry's time with piece_chunks 0 and 64, measured by the same
 #      method in the same process (the A/B of the overlap);
@@ -59,7 +61,11 @@ timeout "$(left)" "$tune" --cache-dir /tmp/c warmup --problem "gdn=$problem" --b
 echo "warmup exit $?"
 tail -4 "$out/warmup.txt"
 entry=$("$tune" --cache-dir /tmp/c list 2>/dev/null | grep -m1 gdn | awk '{print $1}')
-[ -n "$entry" ] && "$tune" --cache-dir /tmp/c show "$entry" | tee "$out/candidates.txt" | head -60
+if [ -n "$entry" ]; then  # the whole table to the file (a pipe into head cut it short), the measured rows shown
+  "$tune" --cache-dir /tmp/c show "$entry" >"$out/candidates.txt" 2>&1
+  head -12 "$out/candidates.txt"
+  grep -E " ok | failed " "$out/candidates.txt" | head -48
+fi
 
 el "side by side"
 for i in 0 1 2 3; do  # gdn_bench.py's SHAPES: (16,48) 1x8192, (16,32) 1x8192, (16,48) 1x32768, 8 packed
