@@ -8,7 +8,11 @@
 // fork whose context is gone is never handed out again, and neither it nor the thread's exit destroys its (already
 // destroyed) handles.
 // Who may call: launch code of kernel families (gdn's prep / state-pass overlap). Thread-safety: the objects
-// are thread-local; concurrent callers on different threads never share a stream or an event.
+// are thread-local; concurrent callers on different threads never share a stream or an event. Graph capture:
+// all of a thread's caller streams share its side stream, so a thread may have at most ONE open capture that
+// forks (two open at once, or an eager fork during one, would join the side stream into the wrong capture:
+// CUDA_ERROR_STREAM_CAPTURE_ISOLATION or an invalidated capture). The first call on a thread creates the stream
+// and the event (allowed during a capture).
 #pragma once
 
 #include <cuda.h>

@@ -26,9 +26,10 @@ cache::TuningKey MakeTuningKey(const KernelFamily& family, const Problem& bucket
   cache::TuningKey k;
   k.family = std::string(family.name());
   // The family-level hash covers every embedded file and the tuning space (a parameter or value added or
-  // removed changes which config the tuner would choose: a winner chosen over another space is a miss, never a
-  // config the family's launch code may no longer parse); the per-variant parts (defines, name expressions) are
-  // in each artifact's key.
+  // removed changes which config the tuner would choose: a winner chosen over another space is a miss, not a
+  // config that lacks a parameter the launch code now needs). It does not cover the families' validity rules
+  // (InvalidReason): a rule tightened without a source or space change keeps old winners' keys. The per-variant
+  // parts (defines, name expressions) are in each artifact's key.
   cache::Sha256Builder h;
   h.Field("dflash-tuning-key-v2").Field(SourceHash(family.sources(), CompileSpec{}));
   for (const TunableParam& p : family.params()) {

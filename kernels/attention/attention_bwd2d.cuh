@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
   constexpr int DW = NW / QQ;          // phase 3: head-dim warp columns
   constexpr int DQN = D / DW / 8 < 4 ? D / DW / 8 : 4;  // phase 3: n-tiles per pass (32 columns at most: registers)
   constexpr int DQP = D / DW / 8 / DQN;                    // phase 3: passes over this warp's head-dim columns
-  // Phase 1 fragment addresses (WarpGemmABt): 4 XOR bases cost 6 registers, which stages 1 (134 KiB, the only
+  // Phase 1 fragment addresses (WarpGemmABtXor4 for D 128, else WarpGemmABt): 4 XOR bases cost 6 registers, which stages 1 (134 KiB, the only
   // 2-D config on sm_120) could not spare without spilling in session 6 (NVRTC); since session 7's phase 2/3
   // addresses it can (sm_90 and sm_120 spill-free; phase 1 353 -> 310 instructions per warp-item on sm_90).
   constexpr int kXorBases = D == 128 ? 4 : 1;
@@ -72,7 +72,9 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
   static_assert(BM == 32 || BM == 64 || BM == 128, "query tile rows: a power of two (swizzled [kv][query] tiles)");
   static_assert(STAGES == 1 || STAGES == 2, "1 or 2 query-tile buffers");
 
-  extern __shared__ __align__(1024) unsigned char smem[];  // WarpGemmABt's XOR addressing: tiles 256-byte aligned
+  // WarpGemmABt's XOR addressing: tiles 256-byte aligned. The order of this carve-up is load-bearing: phases 1-3
+  // address V, dO and dS^T as K, Q and P^T plus the constants BN * D, STAGES * BM * D and BN * BM (elements).
+  extern __shared__ __align__(1024) unsigned char smem[];
   bf16* sK = reinterpret_cast<bf16*>(smem);
   bf16* sV = sK + BN * D;
   bf16* sQ = sV + BN * D;

@@ -1,7 +1,8 @@
 // Host-side bookkeeping of the chunked gated-delta-net forward for packed variable-length sequences: which
 // chunk of which sequence each block of the WY/output kernels handles, and how each sequence's chunk recurrence
-// is cut into segments for the parallel state pass. The descriptors are laid out exactly as the kernels read
-// them (int4), so a plan is uploaded as is.
+// is cut into segments for the parallel state pass, and (PlanPieces) how the chunks are re-listed piece-major so
+// that prep of one piece overlaps the state pass of the previous one. The descriptors are laid out exactly as the
+// kernels read them (int4), so a plan is uploaded as is.
 // Who may call: the gdn launchers, workloads and tests (pure CPU code, no GPU needed).
 // Thread-safety: pure functions over their arguments.
 #pragma once

@@ -123,13 +123,26 @@ Status LaunchPieces(const PreparedForward& f, const GdnArgs& args, CUstream stre
                                         "cuMemsetD32Async", "gdn piece states"));
   }
   DFLASH_ASSIGN_OR_RETURN(gpu::StreamFork * fork, gpu::StreamFork::ForCurrentThread());
+  // Once work is on the side stream, every exit joins it back: after an error the caller frees the workspace and
+  // the output on its own stream, which must not run ahead of fused passes already queued beside it.
+  bool forked = false;
+  auto joined = [&](Status st) {
+    if (!forked) return st;
+    forked = false;
+    const Status join = fork->Order(fork->side(), stream);
+    return st.ok() ? join : st;
+  };
   for (const PieceRange& piece : f.pieces) {
-    DFLASH_RETURN_IF_ERROR(launch_prep(piece.chunk_first, piece.chunk_count, stream));
-    DFLASH_RETURN_IF_ERROR(fork->Order(stream, fork->side()));
-    DFLASH_RETURN_IF_ERROR(
-        launch_fused(piece.segment_first, piece.segment_count, f.piece_states, f.piece_states, fork->side()));
+    if (Status st = launch_prep(piece.chunk_first, piece.chunk_count, stream); !st.ok()) return joined(st);
+    if (Status st = fork->Order(stream, fork->side()); !st.ok()) return joined(st);
+    forked = true;
+    if (Status st = launch_fused(piece.segment_first, piece.segment_count, f.piece_states, f.piece_states,
+                                 fork->side());
+        !st.ok()) {
+      return joined(st);
+    }
   }
-  if (!f.pieces.empty()) DFLASH_RETURN_IF_ERROR(fork->Order(fork->side(), stream));
+  DFLASH_RETURN_IF_ERROR(joined(Status::Ok()));
   if (args.ht == 0) return Status::Ok();
   return gpu::CheckCu(api->MemcpyDtoDAsync(args.ht, f.piece_states, state_floats * 4, stream), "cuMemcpyDtoDAsync",
                       "gdn final states");

@@ -9,7 +9,9 @@
 // Sequences are packed: cu_seqlens (host copy, int32 [N + 1], 0 .. T); the API plans the chunks on the host and
 // uploads the plan into the caller's workspace (synchronous copy for now).
 // Who may call it: anyone holding a LoadedVariant of the gdn family (its functions include every kernel of
-// the variant). Thread-safety: re-entrant; the caller owns the stream ordering of the buffers.
+// the variant). Thread-safety: re-entrant; the caller owns the stream ordering of the buffers. Variants with
+// pieces (piece_chunks > 0) also use the calling thread's StreamFork: at most one open stream capture per thread
+// may contain such calls (tuner/stream_fork.h).
 #pragma once
 
 #include <cuda.h>

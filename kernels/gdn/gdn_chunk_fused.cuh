@@ -12,7 +12,10 @@
 // STAGES = 2: two buffers; all of chunk n+1 is issued when chunk n starts, a whole chunk ahead (2 barriers per
 // chunk; about twice the shared memory).
 // Starts from h0[h0_index] (zero when h0_index < 0 or h0 is null); writes o (bf16, strided) and, when
-// ht_index[segment] >= 0, h to ht[ht_index] (fp32 [*, HV, 128, 128]).
+// ht_index[segment] >= 0, h to ht[ht_index] (fp32 [*, HV, 128, 128]). The pieces path passes ONE state buffer as
+// both h0 and ht (in place), although both are declared __restrict__: correct only because every element of ht
+// is written by the thread that read it from h0, after that read (h lives in its registers). Keep it so, or drop
+// the __restrict__ (not measured yet: gdn NOTES, session 8), before staging h0 through shared memory or cp.async.
 // Who may call: hosts launching grid (128 / BV, HV, num_segments), block NWARPS*32, dynamic shared
 // FusedSharedBytes(C, BV, STAGES). segs[i] = {token_start, token_end, first_chunk, h0_index}.
 // Thread-safety: each block owns its segment's rows of o and its head's column slice of the state.

@@ -71,15 +71,18 @@ class GdnFamily final : public tuner::KernelFamily {
     return s;
   }
 
-  // The tuned winners on the H200 (kernels/gdn/NOTES.md sessions 5-6): (16,48) 1x8192 and 1x32768 (fused, 2
-  // stages, 64 columns, 8 warps), (16,32) 1x8192 (32 columns), 8 packed documents (1 stage, 4 warps), and the
-  // split pass of session 5's 1x32768 winner. Budget 8 sampled past the first one in session 6 (0.727 vs 0.676 ms).
+  // The tuned winners on the H200 (kernels/gdn/NOTES.md sessions 5-8): (16,48) 1x8192 and 1x32768 in pieces of
+  // 64 chunks (fused 1 stage, 64 columns, 8 warps; session 8), 8 packed documents in pieces (2 stages), the
+  // unpieced session-6 winner (fused 2 stages, 64 columns, 8 warps), (16,32) 1x8192 (32 columns), the 1-stage 4-warp
+  // variant and the split pass of session 5's 1x32768 winner. Budget 8 sampled past the first one in session 6
+  // (0.727 vs 0.676 ms).
   std::vector<tuner::Config> SeedConfigs(const tuner::Problem&) const override {
-    auto fused = [](int state_bv, int warps, int stages, int segment_chunks) {
+    auto fused = [](int state_bv, int warps, int stages, int segment_chunks, int piece_chunks) {
       return ConfigOf({.chunk = 32, .state_bv = state_bv, .out_bv = kFusedOutBv, .warps = warps,
-                       .segment_chunks = segment_chunks, .fused = stages});
+                       .segment_chunks = segment_chunks, .fused = stages, .piece_chunks = piece_chunks});
     };
-    return {fused(64, 8, 2, 0), fused(32, 8, 2, 0), fused(64, 4, 1, 0), fused(32, 4, 1, 32)};
+    return {fused(64, 8, 1, 0, 64), fused(64, 8, 2, 0, 64), fused(64, 8, 2, 0, 0),
+            fused(32, 8, 2, 0, 0),  fused(64, 4, 1, 0, 0),  fused(32, 4, 1, 32, 0)};
   }
 
   Result<std::unique_ptr<tuner::Workload>> MakeWorkload(const gpu::Context& ctx, const tuner::Problem& problem,

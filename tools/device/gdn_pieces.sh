@@ -41,6 +41,7 @@ echo "test_runtime_gpu StreamFork exit $?"; grep -E "OK \]|FAILED|PASSED" "$out/
 if [ -n "${GDN_FORK_OLD:-}" ] && [ -f "$GDN_FORK_OLD" ]; then
   el "StreamFork lifetime test against $GDN_FORK_OLD (expected to fail)"
   cp tuner/stream_fork.cc /tmp/stream_fork.cc.new
+  trap 'cp /tmp/stream_fork.cc.new tuner/stream_fork.cc' EXIT  # the tree gets its own file back on any exit
   cp "$GDN_FORK_OLD" tuner/stream_fork.cc
   # the old file predates the destructor this header declares: give it a trivial one
   echo 'dflash::gpu::StreamFork::~StreamFork() = default;' >>tuner/stream_fork.cc
