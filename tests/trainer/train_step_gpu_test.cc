@@ -143,7 +143,9 @@ void ExpectCachedRowMatchesTheCpuReference(data::RowMode rows) {
   auto row = batcher->Next();
   ASSERT_TRUE(row.ok());
   ASSERT_GT(row->num_tokens, 64u);
-  if (packed) ASSERT_GT(row->num_documents(), 1u) << "the packed row holds one document: the test would test nothing";
+  if (packed) {
+    ASSERT_GT(row->num_documents(), 1u) << "the packed row holds one document: the test would test nothing";
+  }
 
   TunedOps cached;
   ASSERT_TRUE(cached.Tune(RunOpShapes(options, *target_config, *drafter_config), 4, /*seed=*/7));
