@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
       const unsigned ka0 = SmemAddr(sK + Swz<D>(wk * 32 + (lane & 15), (lane >> 4) * 8));
       const unsigned qb0 = SmemAddr(item.q + Swz<D>(wq * 32 + (lane & 7) + (lane >> 4) * 8, ((lane >> 3) & 1) * 8));
       if constexpr (kXorBases == 4) WarpGemmABtXor4<D, 2, 4>(s, ka0, 0, qb0, 0);
-      else WarpGemmABt<D, 2, 4, kXorBases>(s, sK, wk * 32, item.q, wq * 32, lane);
+      else WarpGemmABt<D, 2, 4>(s, sK, wk * 32, item.q, wq * 32, lane);
       // P^T = exp(S^T - LSE); then dP^T = V dO^T (in the same basic block: ptxas overlaps the exponentials with
       // its mma); then, one uniform branch, the mask of a partial tile. No branch per element.
 #pragma unroll
@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
           for (int e = 0; e < 4; ++e) s[mi][nj][e] = FastExp2(fmaf(s[mi][nj][e], scale_log2, -((e & 1) ? ls.y : ls.x)));
       }
       if constexpr (kXorBases == 4) WarpGemmABtXor4<D, 2, 4>(dp, ka0, BN * D * 2, qb0, STAGES * BM * D * 2);
-      else WarpGemmABt<D, 2, 4, kXorBases>(dp, sV, wk * 32, item.dout, wq * 32, lane);
+      else WarpGemmABt<D, 2, 4>(dp, sV, wk * 32, item.dout, wq * 32, lane);
       if (!item.full) {
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi)

@@ -104,10 +104,9 @@ __device__ __forceinline__ void LoadTileAsyncFixed(bf16* smem, const bf16* gmem,
 // acc[MI][NJ][4] += A B^T for one warp: A = rows [a_row0, a_row0 + 16 MI) of the swizzled shared tile sA,
 // B = rows [b_row0, b_row0 + 8 NJ) of the swizzled shared tile sB; both row-major with K = WIDTH columns.
 // acc[mi][nj] is the 16x8 mma accumulator tile of A rows 16 mi.., B rows 8 nj...
-// XOR_BASES 1: one address register per operand and one XOR per fragment load (fewest registers; the forward);
-// 4: the four XOR patterns of k steps 0..3 precomputed per operand, steps 4..7 are the same + 128 bytes, so every
-// fragment load is [register + immediate] (session 6: the 2-D backward spent 64 LOP3 per warp and item on them).
-template <int WIDTH, int MI, int NJ, int XOR_BASES = 1>
+// One address register per operand and one XOR per fragment load (fewest registers; the forward).
+// WarpGemmABtXor4 below trades 6 registers for [register + immediate] fragment loads.
+template <int WIDTH, int MI, int NJ>
 __device__ __forceinline__ void WarpGemmABt(float (&acc)[MI][NJ][4], const bf16* sA, int a_row0, const bf16* sB,
                                             int b_row0, int lane) {
   static_assert(NJ % 2 == 0 && WIDTH % 16 == 0, "pairs of n-tiles, k steps of 16");
@@ -116,54 +115,30 @@ __device__ __forceinline__ void WarpGemmABt(float (&acc)[MI][NJ][4], const bf16*
   // one register per fragment row instead of one per (row, k step). Tiles start 256-byte aligned. With rows of 256
   // bytes (WIDTH 128) bit 7 of a step-0 address is 0 (chunk < 8), so XOR 32 kk = XOR 32 (kk & 3) + 128 (kk >> 2).
   static_assert(WIDTH >= 64, "the XOR step needs rows of at least 8 chunks");
-  static_assert(XOR_BASES == 1 || (XOR_BASES == 4 && WIDTH == 128), "4 XOR bases: rows of 256 bytes");
   const unsigned a0 = SmemAddr(sA + Swz<WIDTH>(a_row0 + (lane & 15), (lane >> 4) * 8));
   const unsigned b0 = SmemAddr(sB + Swz<WIDTH>(b_row0 + (lane & 7) + (lane >> 4) * 8, ((lane >> 3) & 1) * 8));
-  if constexpr (XOR_BASES == 1) {  // exactly the pre-session-6 code: the forward's register allocation depends on it
+  // Exactly the pre-session-6 code: the forward's register allocation depends on it.
 #pragma unroll
-    for (int kk = 0; kk < WIDTH / 16; ++kk) {
-      unsigned a[MI][4];
+  for (int kk = 0; kk < WIDTH / 16; ++kk) {
+    unsigned a[MI][4];
 #pragma unroll
-      for (int mi = 0; mi < MI; ++mi) Ldmatrix4(a[mi], (a0 + mi * 16 * WIDTH * 2) ^ (kk << 5));
+    for (int mi = 0; mi < MI; ++mi) Ldmatrix4(a[mi], (a0 + mi * 16 * WIDTH * 2) ^ (kk << 5));
 #pragma unroll
-      for (int nj = 0; nj < NJ; nj += 2) {
-        unsigned b[4];
-        Ldmatrix4(b, (b0 + nj * 8 * WIDTH * 2) ^ (kk << 5));
+    for (int nj = 0; nj < NJ; nj += 2) {
+      unsigned b[4];
+      Ldmatrix4(b, (b0 + nj * 8 * WIDTH * 2) ^ (kk << 5));
 #pragma unroll
-        for (int mi = 0; mi < MI; ++mi) {
-          Mma16816(acc[mi][nj], a[mi], b[0], b[1]);
-          Mma16816(acc[mi][nj + 1], a[mi], b[2], b[3]);
-        }
-      }
-    }
-  } else {
-    unsigned ab[XOR_BASES], bb[XOR_BASES];
-#pragma unroll
-    for (int x = 0; x < XOR_BASES; ++x) {
-      ab[x] = a0 ^ (x << 5);
-      bb[x] = b0 ^ (x << 5);
-    }
-#pragma unroll
-    for (int kk = 0; kk < WIDTH / 16; ++kk) {
-      const unsigned ak = ab[kk % XOR_BASES] + (kk / XOR_BASES) * 128, bk = bb[kk % XOR_BASES] + (kk / XOR_BASES) * 128;
-      unsigned a[MI][4];
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi) Ldmatrix4(a[mi], ak + mi * 16 * WIDTH * 2);
-#pragma unroll
-      for (int nj = 0; nj < NJ; nj += 2) {
-        unsigned b[4];
-        Ldmatrix4(b, bk + nj * 8 * WIDTH * 2);
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi) {
-          Mma16816(acc[mi][nj], a[mi], b[0], b[1]);
-          Mma16816(acc[mi][nj + 1], a[mi], b[2], b[3]);
-        }
+      for (int mi = 0; mi < MI; ++mi) {
+        Mma16816(acc[mi][nj], a[mi], b[0], b[1]);
+        Mma16816(acc[mi][nj + 1], a[mi], b[2], b[3]);
       }
     }
   }
 }
 
-// WarpGemmABt's 4-XOR-base form from precomputed step-0 byte addresses a0 / b0 (as WarpGemmABt computes them) plus
+// WarpGemmABt with the four XOR patterns of k steps 0..3 precomputed per operand; steps 4..7 are the same + 128 bytes,
+// so every fragment load is [register + immediate] (session 6: the 2-D backward spent 64 LOP3 per warp and item on
+// the XORs). From precomputed step-0 byte addresses a0 / b0 (as WarpGemmABt computes them) plus
 // byte offsets a_off / b_off of the tiles actually read: (a0 ^ x) + a_off = (a0 + a_off) ^ x for tile offsets that
 // are multiples of 256 bytes, so two products whose tiles sit a constant apart (K and V; Q and dO) share the XOR
 // bases and differ only by immediates (session 7).
