@@ -66,15 +66,31 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
   const int col0 = blockIdx.x * BV;
   const long long hv_row = static_cast<long long>(HV) * kDim;  // row stride of [tokens, HV, 128]
 
+  // Loads of chunk t (len rows): the thread's address parts are loop-invariant (tile_thread_offset); a full chunk
+  // (every one but a segment's last) copies without the per-row check and its 64-bit selects (session 8, SASS).
+  const unsigned off_k = tile_thread_offset<kDim, NT>(hv_row);  // W, qg, kd: [C][128] rows of [T, HV, 128]
+  const unsigned off_u = tile_thread_offset<BV, NT>(hv_row);    // U slice: [C][BV]
+  const unsigned off_p = tile_thread_offset<C, NT>(C);          // P: [C][C], dense
   auto issue_a = [&](long long t, int len, int s) {
-    load_tile_async<C, kDim, NT>(w + (t * HV + hv) * kDim, hv_row, len, wsm_of(s), LD);
-    load_tile_async<C, BV, NT>(u + (t * HV + hv) * kDim + col0, hv_row, len, us_of(s), LDH);
-    load_tile_async<C, kDim, NT>(qg + (t * HV + hv) * kDim, hv_row, len, qs_of(s), LD);
+    const long long base = (t * HV + hv) * kDim;
+    if (len == C) {
+      load_tile_async_at<C, kDim, NT, true>(w + base, hv_row, off_k, len, wsm_of(s), LD);
+      load_tile_async_at<C, BV, NT, true>(u + base + col0, hv_row, off_u, len, us_of(s), LDH);
+      load_tile_async_at<C, kDim, NT, true>(qg + base, hv_row, off_k, len, qs_of(s), LD);
+    } else {
+      load_tile_async_at<C, kDim, NT, false>(w + base, hv_row, off_k, len, wsm_of(s), LD);
+      load_tile_async_at<C, BV, NT, false>(u + base + col0, hv_row, off_u, len, us_of(s), LDH);
+      load_tile_async_at<C, kDim, NT, false>(qg + base, hv_row, off_k, len, qs_of(s), LD);
+    }
     if constexpr (STAGES == 1) cp_async_commit();
   };
   auto issue_b = [&](long long t, int len, long long chunk, int s) {
-    load_tile_async<C, kDim, NT>(kd + (t * HV + hv) * kDim, hv_row, len, kds_of(s), LD);
-    load_tile_async<C, C, NT>(pmat + (chunk * HV + hv) * C * C, C, C, ps_of(s), LDP);
+    if (len == C) {
+      load_tile_async_at<C, kDim, NT, true>(kd + (t * HV + hv) * kDim, hv_row, off_k, len, kds_of(s), LD);
+    } else {
+      load_tile_async_at<C, kDim, NT, false>(kd + (t * HV + hv) * kDim, hv_row, off_k, len, kds_of(s), LD);
+    }
+    load_tile_async_at<C, C, NT, true>(pmat + (chunk * HV + hv) * C * C, C, off_p, C, ps_of(s), LDP);
     cp_async_commit();
   };
   auto chunk_len = [&](long long t) { return static_cast<int>(seg.y - t < C ? seg.y - t : C); };
