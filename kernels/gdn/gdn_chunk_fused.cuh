@@ -122,9 +122,13 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
 
   long long chunk = seg.z;
   int stage = 0;
+  // gamma_last of the current chunk, loaded one chunk ahead (session 8, SASS): the load was issued after the
+  // chunk's first barrier and its exp, with 32 FMULs of h, stood between the V_new barrier and the update's
+  // first mma; now the value is in a register a whole chunk early. Same value, same __expf, same products.
+  float g_last = seg.x < seg.y ? gcum[(seg.x + chunk_len(seg.x) - 1) * HV + hv] : 0.f;
   for (long long t = seg.x; t < seg.y; t += C, ++chunk, stage = STAGES == 2 ? stage ^ 1 : 0) {
     const int len = chunk_len(t);
-    const float decay = __expf(gcum[(t + len - 1) * HV + hv]);
+    const float decay = __expf(g_last);
     const bf16* wsm = wsm_of(stage);
     const bf16* kds = kds_of(stage);
     const bf16* qs = qs_of(stage);
@@ -141,6 +145,7 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
         issue_b(t + C, chunk_len(t + C), chunk + 1, stage ^ 1);
       }
     }
+    if (t + C < seg.y) g_last = gcum[(t + C + chunk_len(t + C) - 1) * HV + hv];  // after the barrier: off its path
     // V_new = U - W h and O = qg h, tiles owned by this warp.
     float acc_o[kOPerWarp][8];
 #pragma unroll
@@ -169,6 +174,19 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
         }
       }
     }
+    // h = exp(gamma_last) h here, before the V_new barrier instead of after it (session 8): every warp, its FMULs
+    // free to fill the gaps of the mma chain above (one basic block where the O tiles need no guard); nothing
+    // reads h (registers) between here and the update's mma below. The same products as before. The empty asm
+    // pins the products here: without it NVVM sinks them past the barrier to their use (no instruction, no
+    // change to the values).
+#pragma unroll
+    for (int i = 0; i < kHPerWarp; ++i) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        h[i][j] *= decay;
+        asm volatile("" : "+f"(h[i][j]));
+      }
+    }
     if constexpr (STAGES == 1) {
       cp_async_wait<0>();  // group B (kd, P) has landed
       __syncthreads();     // V_new complete; nobody reads W, U, qg or hb of this chunk any more
@@ -182,11 +200,6 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
     // with the load-stage copies the shared-memory bandwidth the chunk loop is bound by). P's blocks above
     // the diagonal are zero and skipped.
     const int nw0 = (warp % kTilesN) * 16;
-#pragma unroll
-    for (int i = 0; i < kHPerWarp; ++i) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) h[i][j] *= decay;
-    }
 #pragma unroll
     for (int k0 = 0; k0 < C; k0 += 16) {
       unsigned bv[4];
