@@ -162,16 +162,14 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc_o[i][j] = 0.f;
         warp_tile_mma2<kDim, false, true>(acc_v, wsm, acc_o[i], qs, LD, hb, LDH, m0, n0);  // h's fragment once
+        float v[8];  // V_new, zero in rows >= len
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const int r = tile_row(m0, j), c = tile_col(n0, j);
-          float v0 = 0.f, v1 = 0.f;
-          if (r < len) {
-            v0 = __low2float(up[j]) - acc_v[2 * j];
-            v1 = __high2float(up[j]) - acc_v[2 * j + 1];
-          }
-          store_bf16x2(vn + r * LDH + c, v0, v1);
+          const bool in = tile_row(m0, j) < len;
+          v[2 * j] = in ? __low2float(up[j]) - acc_v[2 * j] : 0.f;
+          v[2 * j + 1] = in ? __high2float(up[j]) - acc_v[2 * j + 1] : 0.f;
         }
+        store_tile_bf16(vn, LDH, m0, n0, v);
       }
     }
     // h = exp(gamma_last) h here, before the V_new barrier instead of after it (session 8): every warp, its FMULs
@@ -235,13 +233,7 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
       }
     }
 #pragma unroll
-    for (int i = 0; i < kHPerWarp; ++i) {
-      const int m0 = ((warp + i * NWARPS) / kTilesN) * 16;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        store_bf16x2(hb + tile_row(m0, j) * LDH + tile_col(nw0, j), h[i][2 * j], h[i][2 * j + 1]);
-      }
-    }
+    for (int i = 0; i < kHPerWarp; ++i) store_tile_bf16(hb, LDH, ((warp + i * NWARPS) / kTilesN) * 16, nw0, h[i]);
     if constexpr (STAGES == 1) {
       __syncthreads();  // kd, P and V_new are read; hb of the next chunk is written
       if (t + C < seg.y) issue_b(t + C, chunk_len(t + C), chunk + 1, 0);  // overlaps the next chunk's first half

@@ -203,6 +203,34 @@ __device__ __forceinline__ void warp_tile_mma2(float (&acc0)[8], const bf16* A0,
 __device__ __forceinline__ int tile_row(int m0, int j) { return m0 + (threadIdx.x % 32) / 4 + (j % 2) * 8; }
 __device__ __forceinline__ int tile_col(int n0, int j) { return n0 + (j / 2) * 8 + (threadIdx.x % 4) * 2; }
 
+// Stores a warp's 16 x 16 accumulator tile (warp_tile_mma's layout) at (m0, n0) of a row-major bf16 shared-memory
+// tile [.][ld] (16-byte aligned rows): the same values at the same places as, per lane, store_bf16x2(D +
+// tile_row(m0, j) * ld + tile_col(n0, j), acc[2j], acc[2j + 1]) for j = 0..3. sm_90+: one stmatrix.x4 instead of
+// four 4-byte stores (gdn session 8, SASS): pair j is 8 x 8 matrix j (rows + (j % 2) * 8, columns + (j / 2) * 8),
+// lane l holds its row l / 4, columns 2 (l % 4) + {0, 1} (the mma C fragment = stmatrix's fragment), and lanes
+// 8 j .. 8 j + 7 give matrix j's row addresses (load_a_frag<false>'s addressing). The whole warp calls it.
+__device__ __forceinline__ void store_tile_bf16(bf16* D, int ld, int m0, int n0, const float (&acc)[8]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const int lane = threadIdx.x % 32, mi = lane / 8, li = lane % 8;
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(D + (m0 + (mi % 2) * 8 + li) * ld + n0 + (mi / 2) * 8));
+  unsigned r[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
+    r[j] = *reinterpret_cast<const unsigned*>(&v);
+  }
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
+               : "memory");
+#else
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    *reinterpret_cast<__nv_bfloat162*>(D + tile_row(m0, j) * ld + tile_col(n0, j)) =
+        __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
+  }
+#endif
+}
+
 // C[M x N] = A[M x KD] * B[KD x N] from shared memory, bf16 operands, fp32 accumulation, by NWARPS warps
 // (storage as warp_tile_mma). Each warp owns 16x16 output tiles (round robin) and hands every result pair to
 // epi(row, col, value(row, col), value(row, col + 1)); col is even. An output element is always handed to the

@@ -32,7 +32,7 @@ _GMEM = {'LDG', 'LDGSTS', 'STG', 'LDGDEPBAR', 'DEPBAR'}
 
 def op_class(op):
     base = op.split('.')[0]
-    if base in ('HMMA', 'LDSM', 'STS', 'LDS', 'SHFL'):
+    if base in ('HMMA', 'LDSM', 'STSM', 'STS', 'LDS', 'SHFL'):
         return base
     if base in _GMEM:
         return 'GMEM'
