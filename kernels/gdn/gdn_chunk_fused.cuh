@@ -122,6 +122,12 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
 
   long long chunk = seg.z;
   int stage = 0;
+  // This lane's o element (row lane / 4 of its first O tile, column 2 (lane % 4) of its strip) in the current
+  // chunk, advanced by C rows per chunk (session 8, SASS: the 64-bit row products were recomputed every chunk).
+  // Tile i of the warp is i * kORowStep rows further (tile warp + i * NWARPS; NWARPS % kTilesN == 0).
+  constexpr int kORowStep = (NWARPS / kTilesN) * 16;
+  long long o_lane = (seg.x + (warp / kTilesN) * 16 + (tid % 32) / 4) * o_st + static_cast<long long>(hv) * o_sh +
+                     col0 + (warp % kTilesN) * 16 + (tid % 4) * 2;
   // gamma_last of the current chunk, loaded one chunk ahead (session 8, SASS): the load was issued after the
   // chunk's first barrier and its exp, with 32 FMULs of h, stood between the V_new barrier and the update's
   // first mma; now the value is in a register a whole chunk early. Same value, same __expf, same products.
@@ -218,8 +224,8 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
         mma_16x16(h[i], a, bv);
       }
     }
-    // Write o; the bf16 copy of h for the next chunk.
-    bf16* out = o + t * o_st + hv * o_sh + col0;
+    // Write o; the bf16 copy of h for the next chunk. o_lane + (i * kORowStep + (j % 2) * 8) * o_st + (j / 2) * 8 =
+    // t * o_st + hv * o_sh + col0 + r * o_st + c of tile i's pair j (r = tile_row(m0, j), c = tile_col(nw0, j)).
 #pragma unroll
     for (int i = 0; i < kOPerWarp; ++i) {
       const int tt = warp + i * NWARPS;
@@ -227,11 +233,14 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
         const int m0 = (tt / kTilesN) * 16;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const int r = tile_row(m0, j), c = tile_col(nw0, j);
-          if (r < len) store_bf16x2(out + r * o_st + c, acc_o[i][2 * j], acc_o[i][2 * j + 1]);
+          if (tile_row(m0, j) < len) {
+            store_bf16x2(o + o_lane + (i * kORowStep + (j % 2) * 8) * o_st + (j / 2) * 8, acc_o[i][2 * j],
+                         acc_o[i][2 * j + 1]);
+          }
         }
       }
     }
+    o_lane += C * o_st;
 #pragma unroll
     for (int i = 0; i < kHPerWarp; ++i) store_tile_bf16(hb, LDH, ((warp + i * NWARPS) / kTilesN) * 16, nw0, h[i]);
     if constexpr (STAGES == 1) {
