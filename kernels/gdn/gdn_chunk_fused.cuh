@@ -151,7 +151,6 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
         issue_b(t + C, chunk_len(t + C), chunk + 1, stage ^ 1);
       }
     }
-    if (t + C < seg.y) g_last = gcum[(t + C + chunk_len(t + C) - 1) * HV + hv];  // after the barrier: off its path
     // V_new = U - W h and O = qg h, tiles owned by this warp.
     float acc_o[kOPerWarp][8];
 #pragma unroll
@@ -160,11 +159,14 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
       if (kOTiles % NWARPS == 0 || tt < kOTiles) {
         const int m0 = (tt / kTilesN) * 16, n0 = (tt % kTilesN) * 16;
         float acc_v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-        __nv_bfloat162 up[4];  // U read before the products: its latency hides under them
+        // U read before the products (its latency hides under them) as one ldmatrix: a non-transposed 16 x 16
+        // fragment is the accumulator layout, so up[j] holds (tile_row(m0, j), tile_col(n0, j) + {0, 1}) as the
+        // four 4-byte loads did (session 8, SASS: 4 LDS -> 1 LDSM).
+        unsigned up_raw[4];
+        load_a_frag<false>(up_raw, us, LDH, m0, n0);
+        __nv_bfloat162 up[4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          up[j] = *reinterpret_cast<const __nv_bfloat162*>(us + tile_row(m0, j) * LDH + tile_col(n0, j));
-        }
+        for (int j = 0; j < 4; ++j) up[j] = *reinterpret_cast<const __nv_bfloat162*>(&up_raw[j]);
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc_o[i][j] = 0.f;
         warp_tile_mma2<kDim, false, true>(acc_v, wsm, acc_o[i], qs, LD, hb, LDH, m0, n0);  // h's fragment once
@@ -191,6 +193,9 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
         asm volatile("" : "+f"(h[i][j]));
       }
     }
+    // The next chunk's gamma_last (its last token t + C + chunk_len(t + C) - 1), issued here, after the products
+    // (not between the first barrier and the first ldmatrix, where STAGES = 2 issues its loads), a chunk ahead.
+    if (t + C < seg.y) g_last = gcum[((t + 2 * C < seg.y ? t + 2 * C : seg.y) - 1) * HV + hv];
     if constexpr (STAGES == 1) {
       cp_async_wait<0>();  // group B (kd, P) has landed
       __syncthreads();     // V_new complete; nobody reads W, U, qg or hb of this chunk any more
