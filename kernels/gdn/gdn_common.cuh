@@ -212,7 +212,8 @@ __device__ __forceinline__ int tile_col(int n0, int j) { return n0 + (j / 2) * 8
 __device__ __forceinline__ void store_tile_bf16(bf16* D, int ld, int m0, int n0, const float (&acc)[8]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const int lane = threadIdx.x % 32, mi = lane / 8, li = lane % 8;
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(D + (m0 + (mi % 2) * 8 + li) * ld + n0 + (mi / 2) * 8));
+  const bf16* p = D + (m0 + (mi % 2) * 8 + li) * ld + n0 + (mi / 2) * 8;
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
   unsigned r[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {

@@ -2,7 +2,8 @@
 // tuner does (tuner::CompileVariant, the family's sources and options), but from the kernel sources ON DISK ($SRC,
 // default kernels/attention or kernels/gdn), so that two trees can be compared without rebuilding; writes OUT.cubin
 // and prints each kernel's ptxas resources. $FAMILY picks the family: attention (default: the backward family) or
-// gdn (main file gdn_kernels.cu, e.g. 'gdn::gdn_chunk_fused<32, 64, 8, 1>'). Not part of the build (a throwaway developer tool); build it against a build tree:
+// gdn (main file gdn_kernels.cu, e.g. 'gdn::gdn_chunk_fused<32, 64, 8, 1>'). Not part of the build (a throwaway
+// developer tool); build it against a build tree:
 //   c++ -std=c++20 -O1 -I. -I/usr/local/cuda/include tools/bench/sass/nvrtc_dump.cc -o build-attn/nvrtc_dump \
 //     build-attn/kernels/libdflash_kernels.a build-attn/tuner/libdflash_tuner.a build-attn/cache/libdflash_cache.a \
 //     -L/usr/local/cuda/lib -Wl,-rpath,/usr/local/cuda/lib -lnvrtc /usr/local/cuda/lib/stubs/libcuda.so \
