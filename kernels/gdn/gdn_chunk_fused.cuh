@@ -66,15 +66,31 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
   const int col0 = blockIdx.x * BV;
   const long long hv_row = static_cast<long long>(HV) * kDim;  // row stride of [tokens, HV, 128]
 
+  // Loads of chunk t (len rows): the thread's address parts are loop-invariant (tile_thread_offset); a full chunk
+  // (every one but a segment's last) copies without the per-row check and its 64-bit selects (session 8, SASS).
+  const unsigned off_k = tile_thread_offset<kDim, NT>(hv_row);  // W, qg, kd: [C][128] rows of [T, HV, 128]
+  const unsigned off_u = tile_thread_offset<BV, NT>(hv_row);    // U slice: [C][BV]
+  const unsigned off_p = tile_thread_offset<C, NT>(C);          // P: [C][C], dense
   auto issue_a = [&](long long t, int len, int s) {
-    load_tile_async<C, kDim, NT>(w + (t * HV + hv) * kDim, hv_row, len, wsm_of(s), LD);
-    load_tile_async<C, BV, NT>(u + (t * HV + hv) * kDim + col0, hv_row, len, us_of(s), LDH);
-    load_tile_async<C, kDim, NT>(qg + (t * HV + hv) * kDim, hv_row, len, qs_of(s), LD);
+    const long long base = (t * HV + hv) * kDim;
+    if (len == C) {
+      load_tile_async_at<C, kDim, NT, true>(w + base, hv_row, off_k, len, wsm_of(s), LD);
+      load_tile_async_at<C, BV, NT, true>(u + base + col0, hv_row, off_u, len, us_of(s), LDH);
+      load_tile_async_at<C, kDim, NT, true>(qg + base, hv_row, off_k, len, qs_of(s), LD);
+    } else {
+      load_tile_async_at<C, kDim, NT, false>(w + base, hv_row, off_k, len, wsm_of(s), LD);
+      load_tile_async_at<C, BV, NT, false>(u + base + col0, hv_row, off_u, len, us_of(s), LDH);
+      load_tile_async_at<C, kDim, NT, false>(qg + base, hv_row, off_k, len, qs_of(s), LD);
+    }
     if constexpr (STAGES == 1) cp_async_commit();
   };
   auto issue_b = [&](long long t, int len, long long chunk, int s) {
-    load_tile_async<C, kDim, NT>(kd + (t * HV + hv) * kDim, hv_row, len, kds_of(s), LD);
-    load_tile_async<C, C, NT>(pmat + (chunk * HV + hv) * C * C, C, C, ps_of(s), LDP);
+    if (len == C) {
+      load_tile_async_at<C, kDim, NT, true>(kd + (t * HV + hv) * kDim, hv_row, off_k, len, kds_of(s), LD);
+    } else {
+      load_tile_async_at<C, kDim, NT, false>(kd + (t * HV + hv) * kDim, hv_row, off_k, len, kds_of(s), LD);
+    }
+    load_tile_async_at<C, C, NT, true>(pmat + (chunk * HV + hv) * C * C, C, off_p, C, ps_of(s), LDP);
     cp_async_commit();
   };
   auto chunk_len = [&](long long t) { return static_cast<int>(seg.y - t < C ? seg.y - t : C); };
@@ -106,9 +122,19 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
 
   long long chunk = seg.z;
   int stage = 0;
+  // This lane's o element (row lane / 4 of its first O tile, column 2 (lane % 4) of its strip) in the current
+  // chunk, advanced by C rows per chunk (session 8, SASS: the 64-bit row products were recomputed every chunk).
+  // Tile i of the warp is i * kORowStep rows further (tile warp + i * NWARPS; NWARPS % kTilesN == 0).
+  constexpr int kORowStep = (NWARPS / kTilesN) * 16;
+  long long o_lane = (seg.x + (warp / kTilesN) * 16 + (tid % 32) / 4) * o_st + static_cast<long long>(hv) * o_sh +
+                     col0 + (warp % kTilesN) * 16 + (tid % 4) * 2;
+  // gamma_last of the current chunk, loaded one chunk ahead (session 8, SASS): the load was issued after the
+  // chunk's first barrier and its exp, with 32 FMULs of h, stood between the V_new barrier and the update's
+  // first mma; now the value is in a register a whole chunk early. Same value, same __expf, same products.
+  float g_last = seg.x < seg.y ? gcum[(seg.x + chunk_len(seg.x) - 1) * HV + hv] : 0.f;
   for (long long t = seg.x; t < seg.y; t += C, ++chunk, stage = STAGES == 2 ? stage ^ 1 : 0) {
     const int len = chunk_len(t);
-    const float decay = __expf(gcum[(t + len - 1) * HV + hv]);
+    const float decay = __expf(g_last);
     const bf16* wsm = wsm_of(stage);
     const bf16* kds = kds_of(stage);
     const bf16* qs = qs_of(stage);
@@ -133,26 +159,43 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
       if (kOTiles % NWARPS == 0 || tt < kOTiles) {
         const int m0 = (tt / kTilesN) * 16, n0 = (tt % kTilesN) * 16;
         float acc_v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-        __nv_bfloat162 up[4];  // U read before the products: its latency hides under them
+        // U read before the products (its latency hides under them) as one ldmatrix: a non-transposed 16 x 16
+        // fragment is the accumulator layout, so up[j] holds (tile_row(m0, j), tile_col(n0, j) + {0, 1}) as the
+        // four 4-byte loads did (session 8, SASS: 4 LDS -> 1 LDSM).
+        unsigned up_raw[4];
+        load_a_frag<false>(up_raw, us, LDH, m0, n0);
+        __nv_bfloat162 up[4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          up[j] = *reinterpret_cast<const __nv_bfloat162*>(us + tile_row(m0, j) * LDH + tile_col(n0, j));
-        }
+        for (int j = 0; j < 4; ++j) up[j] = *reinterpret_cast<const __nv_bfloat162*>(&up_raw[j]);
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc_o[i][j] = 0.f;
         warp_tile_mma2<kDim, false, true>(acc_v, wsm, acc_o[i], qs, LD, hb, LDH, m0, n0);  // h's fragment once
+        float v[8];  // V_new, zero in rows >= len
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const int r = tile_row(m0, j), c = tile_col(n0, j);
-          float v0 = 0.f, v1 = 0.f;
-          if (r < len) {
-            v0 = __low2float(up[j]) - acc_v[2 * j];
-            v1 = __high2float(up[j]) - acc_v[2 * j + 1];
-          }
-          store_bf16x2(vn + r * LDH + c, v0, v1);
+          const bool in = tile_row(m0, j) < len;
+          v[2 * j] = in ? __low2float(up[j]) - acc_v[2 * j] : 0.f;
+          v[2 * j + 1] = in ? __high2float(up[j]) - acc_v[2 * j + 1] : 0.f;
         }
+        store_tile_bf16(vn, LDH, m0, n0, v);
       }
     }
+    // h = exp(gamma_last) h here, before the V_new barrier instead of after it (session 8): every warp, its FMULs
+    // free to fill the gaps of the mma chain above (one basic block where the O tiles need no guard); nothing
+    // reads h (registers) between here and the update's mma below. The same products as before. The empty asm
+    // pins the products here: without it NVVM sinks them past the barrier to their use (no instruction, no
+    // change to the values).
+#pragma unroll
+    for (int i = 0; i < kHPerWarp; ++i) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        h[i][j] *= decay;
+        asm volatile("" : "+f"(h[i][j]));
+      }
+    }
+    // The next chunk's gamma_last (its last token t + C + chunk_len(t + C) - 1), issued here, after the products
+    // (not between the first barrier and the first ldmatrix, where STAGES = 2 issues its loads), a chunk ahead.
+    if (t + C < seg.y) g_last = gcum[((t + 2 * C < seg.y ? t + 2 * C : seg.y) - 1) * HV + hv];
     if constexpr (STAGES == 1) {
       cp_async_wait<0>();  // group B (kd, P) has landed
       __syncthreads();     // V_new complete; nobody reads W, U, qg or hb of this chunk any more
@@ -166,11 +209,6 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
     // with the load-stage copies the shared-memory bandwidth the chunk loop is bound by). P's blocks above
     // the diagonal are zero and skipped.
     const int nw0 = (warp % kTilesN) * 16;
-#pragma unroll
-    for (int i = 0; i < kHPerWarp; ++i) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) h[i][j] *= decay;
-    }
 #pragma unroll
     for (int k0 = 0; k0 < C; k0 += 16) {
       unsigned bv[4];
@@ -191,8 +229,8 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
         mma_16x16(h[i], a, bv);
       }
     }
-    // Write o; the bf16 copy of h for the next chunk.
-    bf16* out = o + t * o_st + hv * o_sh + col0;
+    // Write o; the bf16 copy of h for the next chunk. o_lane + (i * kORowStep + (j % 2) * 8) * o_st + (j / 2) * 8 =
+    // t * o_st + hv * o_sh + col0 + r * o_st + c of tile i's pair j (r = tile_row(m0, j), c = tile_col(nw0, j)).
 #pragma unroll
     for (int i = 0; i < kOPerWarp; ++i) {
       const int tt = warp + i * NWARPS;
@@ -200,19 +238,16 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
         const int m0 = (tt / kTilesN) * 16;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const int r = tile_row(m0, j), c = tile_col(nw0, j);
-          if (r < len) store_bf16x2(out + r * o_st + c, acc_o[i][2 * j], acc_o[i][2 * j + 1]);
+          if (tile_row(m0, j) < len) {
+            store_bf16x2(o + o_lane + (i * kORowStep + (j % 2) * 8) * o_st + (j / 2) * 8, acc_o[i][2 * j],
+                         acc_o[i][2 * j + 1]);
+          }
         }
       }
     }
+    o_lane += C * o_st;
 #pragma unroll
-    for (int i = 0; i < kHPerWarp; ++i) {
-      const int m0 = ((warp + i * NWARPS) / kTilesN) * 16;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        store_bf16x2(hb + tile_row(m0, j) * LDH + tile_col(nw0, j), h[i][2 * j], h[i][2 * j + 1]);
-      }
-    }
+    for (int i = 0; i < kHPerWarp; ++i) store_tile_bf16(hb, LDH, ((warp + i * NWARPS) / kTilesN) * 16, nw0, h[i]);
     if constexpr (STAGES == 1) {
       __syncthreads();  // kd, P and V_new are read; hb of the next chunk is written
       if (t + C < seg.y) issue_b(t + C, chunk_len(t + C), chunk + 1, 0);  // overlaps the next chunk's first half

@@ -69,6 +69,49 @@ __device__ __forceinline__ void load_tile_async(const bf16* __restrict__ src, lo
     }
   }
 }
+// load_tile_async with the thread's address part computed once, outside a loop (gdn session 8, SASS: the fused
+// pass recomputed every vector's 64-bit row product, the validity select and the pointer each chunk, ~12 integer
+// instructions per 16-byte copy). `src` is row 0 of the tile (block-uniform), `thread_off` is
+// tile_thread_offset<COLS, NTHREADS>(row_stride): the byte offset of the thread's first vector, row
+// t / (COLS / 8), column (t % (COLS / 8)) * 8; vector e of the thread is kRowStep * e rows further, same column.
+// ALL_ROWS: every row is valid (valid == ROWS), no check, no zero fill; else rows in [valid, ROWS) are zero-filled
+// exactly as in load_tile_async (source size 0, address src). The same copies, sources and destinations as
+// load_tile_async<ROWS, COLS, NTHREADS>(src, row_stride, valid, dst, ld).
+template <int COLS, int NTHREADS>
+__device__ __forceinline__ unsigned tile_thread_offset(long long row_stride) {
+  constexpr unsigned kVecPerRow = COLS / 8;
+  static_assert(NTHREADS % kVecPerRow == 0, "a thread's vectors share one column");
+  // 32 bits suffice where it is used: row < 128 (tile rows or threads / 2) and row_stride * 2 bytes <= the fused
+  // pass's HV * 256 with HV <= 65535 (a grid dimension): < 2^31.
+  const unsigned t = threadIdx.x;
+  return (t / kVecPerRow) * static_cast<unsigned>(row_stride) * 2u + (t % kVecPerRow) * 16u;
+}
+template <int ROWS, int COLS, int NTHREADS, bool ALL_ROWS>
+__device__ __forceinline__ void load_tile_async_at(const bf16* __restrict__ src, long long row_stride,
+                                                   unsigned thread_off, int valid, bf16* dst, int ld) {
+  constexpr int kVecPerRow = COLS / 8, kVecs = ROWS * kVecPerRow, kRowStep = NTHREADS / kVecPerRow;
+  constexpr int kIters = (kVecs + NTHREADS - 1) / NTHREADS;
+  static_assert(COLS % 8 == 0 && NTHREADS % kVecPerRow == 0, "whole 16-byte vectors, one column per thread");
+  const int r0 = static_cast<int>(threadIdx.x) / kVecPerRow, c0 = (static_cast<int>(threadIdx.x) % kVecPerRow) * 8;
+#pragma unroll
+  for (int e = 0; e < kIters; ++e) {
+    const int i = static_cast<int>(threadIdx.x) + e * NTHREADS;
+    if (kVecs % NTHREADS == 0 || i < kVecs) {
+      const int r = r0 + e * kRowStep;
+      const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(dst + r * ld + c0));
+      const char* row = reinterpret_cast<const char*>(src) + e * kRowStep * row_stride * 2;  // block-uniform
+      const bf16* g = reinterpret_cast<const bf16*>(row + thread_off);
+      if constexpr (ALL_ROWS) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(saddr), "l"(g) : "memory");
+      } else {
+        const bool in = r < valid;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(in ? g : src),
+                     "r"(in ? 16 : 0)
+                     : "memory");
+      }
+    }
+  }
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most N committed groups of this thread are still in flight.
 template <int N>
@@ -159,6 +202,35 @@ __device__ __forceinline__ void warp_tile_mma2(float (&acc0)[8], const bf16* A0,
 // Position of the accumulator pair acc[2j], acc[2j+1] (j = 0..3) of warp_tile_mma's tile at (m0, n0).
 __device__ __forceinline__ int tile_row(int m0, int j) { return m0 + (threadIdx.x % 32) / 4 + (j % 2) * 8; }
 __device__ __forceinline__ int tile_col(int n0, int j) { return n0 + (j / 2) * 8 + (threadIdx.x % 4) * 2; }
+
+// Stores a warp's 16 x 16 accumulator tile (warp_tile_mma's layout) at (m0, n0) of a row-major bf16 shared-memory
+// tile [.][ld] (16-byte aligned rows): the same values at the same places as, per lane, store_bf16x2(D +
+// tile_row(m0, j) * ld + tile_col(n0, j), acc[2j], acc[2j + 1]) for j = 0..3. sm_90+: one stmatrix.x4 instead of
+// four 4-byte stores (gdn session 8, SASS): pair j is 8 x 8 matrix j (rows + (j % 2) * 8, columns + (j / 2) * 8),
+// lane l holds its row l / 4, columns 2 (l % 4) + {0, 1} (the mma C fragment = stmatrix's fragment), and lanes
+// 8 j .. 8 j + 7 give matrix j's row addresses (load_a_frag<false>'s addressing). The whole warp calls it.
+__device__ __forceinline__ void store_tile_bf16(bf16* D, int ld, int m0, int n0, const float (&acc)[8]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const int lane = threadIdx.x % 32, mi = lane / 8, li = lane % 8;
+  const bf16* p = D + (m0 + (mi % 2) * 8 + li) * ld + n0 + (mi / 2) * 8;
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  unsigned r[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
+    r[j] = *reinterpret_cast<const unsigned*>(&v);
+  }
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
+               : "memory");
+#else
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    *reinterpret_cast<__nv_bfloat162*>(D + tile_row(m0, j) * ld + tile_col(n0, j)) =
+        __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
+  }
+#endif
+}
 
 // C[M x N] = A[M x KD] * B[KD x N] from shared memory, bf16 operands, fp32 accumulation, by NWARPS warps
 // (storage as warp_tile_mma). Each warp owns 16x16 output tiles (round robin) and hands every result pair to

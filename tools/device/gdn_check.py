@@ -23,7 +23,8 @@ import numpy as np
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-KDIR = os.path.join(ROOT, "kernels", "gdn")
+# GDN_KDIR: another copy of kernels/gdn (e.g. a base commit's, for an A/B of the kernels in one device call)
+KDIR = os.path.abspath(os.environ.get("GDN_KDIR") or os.path.join(ROOT, "kernels", "gdn"))
 D = 128
 LOG = []
 

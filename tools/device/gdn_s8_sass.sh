@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# gdn (issue 5), session 8's static SASS changes to gdn_chunk_fused (branch gdn-sass; gdn NOTES "Session 8
+# (static, no GPU)"): correctness first, then an A/B of the fused loop against the base kernels in one call.
+#   1. gdn_check.py --quick --no-timing: every path (fused 1 and 2 stages included) against the float64
+#      token-by-token reference, NEW kernels; build of test_gdn_gpu + dflash-tune in the background meanwhile;
+#   2. test_gdn_gpu (the C++ path, pieces included);
+#   3. A/B, same process kind, alternating base / new twice: gdn_check.py --sweep (prep(fused), fused 1 stage,
+#      fused 2 stages at (16,48) 1x8192) for C32/BV64/W8 and C32/BV32/W8, base = GDN_KDIR=build-gdn/s8_base;
+#   4. while time is left (GDN_LIMIT seconds, default 300): gdn_bench.py shape 0 ((16,48) 1x8192, FLA beside).
+# Before the call (CPU): mkdir -p build-gdn/s8_base && git archive 23a0796 kernels/gdn | tar -x -C build-gdn/s8_base
+#   --strip-components=2      (the base kernels: gdn_kernels.cu and the headers directly in build-gdn/s8_base)
+# Carry: .deb, .whl (FLA / CuPy wheels) and build-gdn/s8_base (build-gdn/dev too when it holds triton_cache.tgz).
+# Usage: bash tools/device/gdn_s8_sass.sh        (logs under $OUT)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out="${OUT:-/tmp/gdn-s8-out}"
+mkdir -p "$out"
+limit="${GDN_LIMIT:-300}"
+t0=$(date +%s)
+el() { echo "[t=$(( $(date +%s) - t0 )) s] $*"; }
+left() { echo $(( limit - ($(date +%s) - t0) )); }
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  >/dev/null 2>&1 && export PYTHONPATH=/tmp/site
+export TRITON_CACHE_DIR=/tmp/tcache FLA_DISABLE_BACKEND_DISPATCH=1 PYTHONUNBUFFERED=1
+mkdir -p "$TRITON_CACHE_DIR"
+[ -f build-gdn/dev/triton_cache.tgz ] && tar -C "$TRITON_CACHE_DIR" -xzf build-gdn/dev/triton_cache.tgz
+[ -f build-gdn/s8_base/gdn_kernels.cu ] || { el "build-gdn/s8_base/gdn_kernels.cu missing (see the header)"; exit 1; }
+
+el "build (background) + gdn_check --quick --no-timing (new kernels)"
+(OUT="$out/build" bash tools/device/gpu_run.sh --targets "dflash-tune kernel_bench test_gdn_gpu" --no-tests \
+  >"$out/build.txt" 2>&1) &
+build_pid=$!
+timeout 150 python3 tools/device/gdn_check.py --quick --no-timing >"$out/check.txt" 2>&1
+echo "gdn_check exit $?"; grep -ciE "fail|mismatch" "$out/check.txt"; tail -4 "$out/check.txt"
+wait "$build_pid"
+el "test_gdn_gpu"
+timeout 120 build-gpu/tests/kernels/gdn/test_gdn_gpu >"$out/test_gdn_gpu.txt" 2>&1
+echo "test_gdn_gpu exit $?"; grep -E "FAILED|PASSED" "$out/test_gdn_gpu.txt" | head -8
+
+el "A/B sweep, base (23a0796) / new, twice"
+for round in 1 2; do
+  for side in base new; do
+    if [ "$side" = base ]; then kdir=build-gdn/s8_base; else kdir=kernels/gdn; fi
+    echo "--- round $round $side"
+    OUT= GDN_KDIR="$kdir" timeout 120 python3 tools/device/gdn_check.py --sweep --cfgs "32,64,8;32,32,8" 2>&1 |
+      grep -v "^compiled" | tee -a "$out/ab_sweep.txt"
+  done
+done
+el "side by side, (16,48) 1x8192"
+if [ "$(left)" -gt 60 ]; then
+  timeout "$(left)" python3 tools/bench/gdn_bench.py --build-dir build-gpu --cache-dir /tmp/c --budget 12 --reps 10 \
+    --shapes 0 --out "$out/b0" >>"$out/bench.txt" 2>&1
+  grep -E "^\| \(|warmup:" "$out/bench.txt" | tail -3
+fi
+el "end"
