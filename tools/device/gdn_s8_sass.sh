@@ -9,7 +9,7 @@
 #   4. while time is left (GDN_LIMIT seconds, default 300): gdn_bench.py shape 0 ((16,48) 1x8192, FLA beside).
 # Before the call (CPU): mkdir -p build-gdn/s8_base && git archive 23a0796 kernels/gdn | tar -x -C build-gdn/s8_base
 #   --strip-components=2      (the base kernels: gdn_kernels.cu and the headers directly in build-gdn/s8_base)
-# Carry: .deb, .whl (FLA / CuPy wheels) and build-gdn/s8_base (build-gdn/dev too when it holds triton_cache.tgz).
+# Carry: .deb, .whl (FLA / CuPy wheels), the GDN_PROBES dirs and build-gdn/s8_base (build-gdn/dev too when it holds triton_cache.tgz).
 # Usage: bash tools/device/gdn_s8_sass.sh        (logs under $OUT)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -45,6 +45,15 @@ for round in 1 2; do
     OUT= GDN_KDIR="$kdir" timeout 120 python3 tools/device/gdn_check.py --sweep --cfgs "32,64,8;32,32,8" 2>&1 |
       grep -v "^compiled" | tee -a "$out/ab_sweep.txt"
   done
+done
+# Probes (session 9): copies of kernels/gdn whose fused pass loads differently, timed like the A/B above, to
+# separate the chunk chain's own latency from its memory traffic (GDN_PROBES="dir ..."; e.g. build-gdn/s9_l2res:
+# every chunk loads the segment's first chunk, so the operands come from L2; build-gdn/s9_noload: no loads after
+# the first chunk). Their outputs are wrong by construction: timing only.
+for kdir in ${GDN_PROBES:-}; do
+  echo "--- probe $kdir"
+  OUT= GDN_KDIR="$kdir" timeout 120 python3 tools/device/gdn_check.py --sweep --cfgs "32,64,8" 2>&1 |
+    grep -v "^compiled" | tee -a "$out/probes.txt"
 done
 el "side by side, (16,48) 1x8192"
 if [ "$(left)" -gt 60 ]; then
