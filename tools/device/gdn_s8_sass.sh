@@ -11,6 +11,8 @@
 #   --strip-components=2      (the base kernels: gdn_kernels.cu and the headers directly in build-gdn/s8_base)
 # Carry: .deb, .whl (FLA / CuPy wheels), the GDN_PROBES dirs and build-gdn/s8_base (build-gdn/dev too when it holds triton_cache.tgz).
 # Usage: bash tools/device/gdn_s8_sass.sh        (logs under $OUT)
+# Session 9: GDN_BASE=dir (base kernels, + that commit's gdn_check.py when the launch signatures changed),
+# GDN_SHAPES=0,1,2,3 (gdn_bench.py shapes), GDN_PROBES (below).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp/gdn-s8-out}"
@@ -24,7 +26,12 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export TRITON_CACHE_DIR=/tmp/tcache FLA_DISABLE_BACKEND_DISPATCH=1 PYTHONUNBUFFERED=1
 mkdir -p "$TRITON_CACHE_DIR"
 [ -f build-gdn/dev/triton_cache.tgz ] && tar -C "$TRITON_CACHE_DIR" -xzf build-gdn/dev/triton_cache.tgz
-[ -f build-gdn/s8_base/gdn_kernels.cu ] || { el "build-gdn/s8_base/gdn_kernels.cu missing (see the header)"; exit 1; }
+# The base side of the A/B (session 9): GDN_BASE (default build-gdn/s8_base) holds the base kernels; when their
+# launch signatures differ from the tree's, GDN_BASE/gdn_check.py (the base commit's script) drives them.
+base="${GDN_BASE:-build-gdn/s8_base}"
+base_check=tools/device/gdn_check.py
+[ -f "$base/gdn_check.py" ] && base_check="$base/gdn_check.py"
+[ -f "$base/gdn_kernels.cu" ] || { el "$base/gdn_kernels.cu missing (see the header)"; exit 1; }
 
 el "build (background) + gdn_check --quick --no-timing (new kernels)"
 (OUT="$out/build" bash tools/device/gpu_run.sh --targets "dflash-tune kernel_bench test_gdn_gpu" --no-tests \
@@ -37,12 +44,12 @@ el "test_gdn_gpu"
 timeout 120 build-gpu/tests/kernels/gdn/test_gdn_gpu >"$out/test_gdn_gpu.txt" 2>&1
 echo "test_gdn_gpu exit $?"; grep -E "FAILED|PASSED" "$out/test_gdn_gpu.txt" | head -8
 
-el "A/B sweep, base (23a0796) / new, twice"
+el "A/B sweep, base ($base) / new, twice"
 for round in 1 2; do
   for side in base new; do
-    if [ "$side" = base ]; then kdir=build-gdn/s8_base; else kdir=kernels/gdn; fi
+    if [ "$side" = base ]; then kdir="$base" check="$base_check"; else kdir=kernels/gdn check=tools/device/gdn_check.py; fi
     echo "--- round $round $side"
-    OUT= GDN_KDIR="$kdir" timeout 120 python3 tools/device/gdn_check.py --sweep --cfgs "32,64,8;32,32,8" 2>&1 |
+    OUT= GDN_KDIR="$kdir" timeout 120 python3 "$check" --sweep --cfgs "32,64,8;32,32,8" 2>&1 |
       grep -v "^compiled" | tee -a "$out/ab_sweep.txt"
   done
 done
@@ -55,10 +62,10 @@ for kdir in ${GDN_PROBES:-}; do
   OUT= GDN_KDIR="$kdir" timeout 120 python3 tools/device/gdn_check.py --sweep --cfgs "32,64,8" 2>&1 |
     grep -v "^compiled" | tee -a "$out/probes.txt"
 done
-el "side by side, (16,48) 1x8192"
+el "side by side, shapes ${GDN_SHAPES:-0} (0: (16,48) 1x8192)"
 if [ "$(left)" -gt 60 ]; then
   timeout "$(left)" python3 tools/bench/gdn_bench.py --build-dir build-gpu --cache-dir /tmp/c --budget 12 --reps 10 \
-    --shapes 0 --out "$out/b0" >>"$out/bench.txt" 2>&1
-  grep -E "^\| \(|warmup:" "$out/bench.txt" | tail -3
+    --shapes "${GDN_SHAPES:-0}" --out "$out/b0" >>"$out/bench.txt" 2>&1
+  grep -E "^\| \(|warmup:" "$out/bench.txt" | tail -12
 fi
 el "end"
