@@ -15,16 +15,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp/gdn-pieces-out}"
-mkdir -p "$out"
 limit="${GDN_LIMIT:-330}"
-t0=$(date +%s)
-el() { echo "[t=$(( $(date +%s) - t0 )) s] $*"; }
-left() { echo $(( limit - ($(date +%s) - t0) )); }
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  >/dev/null 2>&1 && export PYTHONPATH=/tmp/site
-export TRITON_CACHE_DIR=/tmp/tcache FLA_DISABLE_BACKEND_DISPATCH=1 PYTHONUNBUFFERED=1
-mkdir -p "$TRITON_CACHE_DIR"
-[ -f build-gdn/dev/triton_cache.tgz ] && tar -C "$TRITON_CACHE_DIR" -xzf build-gdn/dev/triton_cache.tgz
+source tools/device/gdn_device_env.sh  # el, left, $out, FLA wheels, Triton cache
 
 el "build"
 OUT="$out/build" bash tools/device/gpu_run.sh --targets "dflash-tune kernel_bench test_gdn_gpu test_runtime_gpu" --no-tests \

@@ -16,16 +16,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp/gdn-s8-out}"
-mkdir -p "$out"
 limit="${GDN_LIMIT:-300}"
-t0=$(date +%s)
-el() { echo "[t=$(( $(date +%s) - t0 )) s] $*"; }
-left() { echo $(( limit - ($(date +%s) - t0) )); }
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  >/dev/null 2>&1 && export PYTHONPATH=/tmp/site
-export TRITON_CACHE_DIR=/tmp/tcache FLA_DISABLE_BACKEND_DISPATCH=1 PYTHONUNBUFFERED=1
-mkdir -p "$TRITON_CACHE_DIR"
-[ -f build-gdn/dev/triton_cache.tgz ] && tar -C "$TRITON_CACHE_DIR" -xzf build-gdn/dev/triton_cache.tgz
+source tools/device/gdn_device_env.sh  # el, left, $out, FLA wheels, Triton cache
 # The base side of the A/B (session 9): GDN_BASE (default build-gdn/s8_base) holds the base kernels; when their
 # launch signatures differ from the tree's, GDN_BASE/gdn_check.py (the base commit's script) drives them.
 base="${GDN_BASE:-build-gdn/s8_base}"
