@@ -45,6 +45,12 @@ __device__ __forceinline__ void l2norm_rows_inplace(bf16* tile, int ld, float mu
   }
 }
 
+// One 16-byte cp.async to shared address saddr reading src_bytes (16, or 0: nothing is read from g, which must
+// still be a valid address, and the 16 bytes are zero-filled).
+__device__ __forceinline__ void cp_async_16_zfill(unsigned saddr, const bf16* g, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(g), "r"(src_bytes) : "memory");
+}
+
 // Copies a ROWS x COLS bf16 tile (row r at src + r * row_stride, 16-byte aligned rows) into shared memory
 // with 16-byte cp.async; rows in [valid, ROWS) are zero-filled (cp.async with source size 0, so they land with
 // the group too). Call cp_async_wait (or cp_async_wait_all) + a barrier before use. The loop has a compile-time
@@ -63,20 +69,13 @@ __device__ __forceinline__ void load_tile_async(const bf16* __restrict__ src, lo
       const int r = i / kVecPerRow, c = (i % kVecPerRow) * 8;
       const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(dst + r * ld + c));
       const bool in = r < valid;
-      const bf16* g = in ? src + r * row_stride + c : src;  // any valid address when nothing is read
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(g), "r"(in ? 16 : 0)
-                   : "memory");
+      // The row's address only for rows that are read (computing it for every row costs registers: sm_120's
+      // gdn_chunk_prep<64, 4, true> then spills).
+      cp_async_16_zfill(saddr, in ? src + r * row_stride + c : src, in ? 16 : 0);
     }
   }
 }
-// load_tile_async with the thread's address part computed once, outside a loop (gdn session 8, SASS: the fused
-// pass recomputed every vector's 64-bit row product, the validity select and the pointer each chunk, ~12 integer
-// instructions per 16-byte copy). `src` is row 0 of the tile (block-uniform), `thread_off` is
-// tile_thread_offset<COLS, NTHREADS>(row_stride): the byte offset of the thread's first vector, row
-// t / (COLS / 8), column (t % (COLS / 8)) * 8; vector e of the thread is kRowStep * e rows further, same column.
-// ALL_ROWS: every row is valid (valid == ROWS), no check, no zero fill; else rows in [valid, ROWS) are zero-filled
-// exactly as in load_tile_async (source size 0, address src). The same copies, sources and destinations as
-// load_tile_async<ROWS, COLS, NTHREADS>(src, row_stride, valid, dst, ld).
+// The byte offset of this thread's first 16-byte vector in a tile of COLS columns (load_tile_async_at).
 template <int COLS, int NTHREADS>
 __device__ __forceinline__ unsigned tile_thread_offset(long long row_stride) {
   constexpr unsigned kVecPerRow = COLS / 8;
@@ -86,6 +85,14 @@ __device__ __forceinline__ unsigned tile_thread_offset(long long row_stride) {
   const unsigned t = threadIdx.x;
   return (t / kVecPerRow) * static_cast<unsigned>(row_stride) * 2u + (t % kVecPerRow) * 16u;
 }
+// load_tile_async with the thread's address part computed once, outside a loop (gdn session 8, SASS: the fused
+// pass recomputed every vector's 64-bit row product, the validity select and the pointer each chunk, ~12 integer
+// instructions per 16-byte copy). `src` is row 0 of the tile (block-uniform), `thread_off` is
+// tile_thread_offset<COLS, NTHREADS>(row_stride): the byte offset of the thread's first vector, row
+// t / (COLS / 8), column (t % (COLS / 8)) * 8; vector e of the thread is kRowStep * e rows further, same column.
+// ALL_ROWS: every row is valid (valid == ROWS), no check, no zero fill; else rows in [valid, ROWS) are zero-filled
+// exactly as in load_tile_async (source size 0, address src). The same copies, sources and destinations as
+// load_tile_async<ROWS, COLS, NTHREADS>(src, row_stride, valid, dst, ld).
 template <int ROWS, int COLS, int NTHREADS, bool ALL_ROWS>
 __device__ __forceinline__ void load_tile_async_at(const bf16* __restrict__ src, long long row_stride,
                                                    unsigned thread_off, int valid, bf16* dst, int ld) {
@@ -105,9 +112,7 @@ __device__ __forceinline__ void load_tile_async_at(const bf16* __restrict__ src,
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(saddr), "l"(g) : "memory");
       } else {
         const bool in = r < valid;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(in ? g : src),
-                     "r"(in ? 16 : 0)
-                     : "memory");
+        cp_async_16_zfill(saddr, in ? g : src, in ? 16 : 0);
       }
     }
   }
