@@ -109,6 +109,9 @@ Status ApplyChoices(TrainOptions& o, const std::string& row_mode, const std::str
 }
 
 int Train(const TrainOptions& options) {
+  // A rank whose peer died must see a failed collective (EPIPE from gloo's socket write: an error, exit 2), not die
+  // of SIGPIPE (exit 141, no message), which is what a write to the closed connection does by default.
+  std::signal(SIGPIPE, SIG_IGN);
   auto trainer = Trainer::Create(options, Log(), g_rank);
   if (!trainer.ok()) return Fail(trainer.status());
   std::signal(SIGINT, OnSignal);
