@@ -11,7 +11,7 @@
 
 #include "cache/cubin_elf.h"
 #include "cache/rows.h"
-#include "cache/sha256.h"
+#include "base/sha256.h"
 
 namespace dflash::cache {
 namespace {

@@ -1,6 +1,6 @@
 #include "cache/cache_key.h"
 
-#include "cache/sha256.h"
+#include "base/sha256.h"
 
 namespace dflash::cache {
 

@@ -6,7 +6,7 @@
 #include <span>
 #include <string>
 
-#include "cache/status.h"
+#include "base/status.h"
 
 namespace dflash::cache {
 

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "cache/sha256.h"
+#include "base/sha256.h"
 
 namespace dflash::cache {
 namespace {

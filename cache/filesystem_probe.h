@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-#include "cache/status.h"
+#include "base/status.h"
 
 namespace dflash::cache {
 

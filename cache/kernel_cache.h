@@ -24,7 +24,7 @@
 #include "cache/entry.h"
 #include "cache/named_lock.h"
 #include "cache/sqlite_db.h"
-#include "cache/status.h"
+#include "base/status.h"
 
 namespace dflash::cache {
 

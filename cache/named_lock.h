@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "cache/status.h"
+#include "base/status.h"
 
 namespace dflash::cache {
 

@@ -2,7 +2,7 @@
 
 #include <openssl/evp.h>
 
-#include "cache/sha256.h"
+#include "base/sha256.h"
 
 namespace dflash::cache {
 

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 
 namespace dflash::cache {
 

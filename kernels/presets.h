@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "tuner/kernel_family.h"
 
 namespace dflash::kernels {

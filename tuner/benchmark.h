@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "tuner/gpu_runtime.h"
 
 namespace dflash::tuner {

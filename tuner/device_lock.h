@@ -11,7 +11,7 @@
 #include <string>
 
 #include "cache/named_lock.h"
-#include "cache/status.h"
+#include "base/status.h"
 #include "tuner/gpu_runtime.h"
 
 namespace dflash::tuner {

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 
 namespace dflash::gpu {
 

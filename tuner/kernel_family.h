@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "tuner/embedded_file.h"
 #include "tuner/gpu_runtime.h"
 

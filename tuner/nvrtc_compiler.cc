@@ -2,7 +2,6 @@
 #include "tuner/nvrtc_compiler.h"
 
 #include <nvrtc.h>
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <charconv>
@@ -12,6 +11,7 @@
 #include <optional>
 #include <utility>
 
+#include "base/sha256.h"
 #include "tuner/arch_limits.h"
 
 #ifndef DFLASH_CUDA_INCLUDE_DIR
@@ -129,42 +129,6 @@ std::vector<std::string> SplitPaths(std::string_view list) {
   return out;
 }
 
-// SHA-256 over a length-prefixed stream of fields, so that no two different inputs serialize alike.
-class Sha256 {
- public:
-  Sha256() : ctx_(EVP_MD_CTX_new()) { ok_ = ctx_ && EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) == 1; }
-  void Field(std::string_view bytes) {
-    unsigned char len[8];
-    std::uint64_t n = bytes.size();
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
-    Update(len, sizeof(len));
-    Update(bytes.data(), bytes.size());
-  }
-  void Count(std::size_t n) { Field(std::to_string(n)); }
-  std::string HexDigest() {
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int size = 0;
-    if (!ok_ || EVP_DigestFinal_ex(ctx_.get(), digest, &size) != 1) return {};
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(size * 2);
-    for (unsigned int i = 0; i < size; ++i) {
-      out += kHex[digest[i] >> 4];
-      out += kHex[digest[i] & 0xf];
-    }
-    return out;
-  }
-
- private:
-  void Update(const void* data, std::size_t size) {
-    if (ok_ && size > 0) ok_ = EVP_DigestUpdate(ctx_.get(), data, size) == 1;
-  }
-  struct Free {
-    void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
-  };
-  std::unique_ptr<EVP_MD_CTX, Free> ctx_;
-  bool ok_ = false;
-};
 
 // ---- ptxas report parsing ----
 
@@ -281,22 +245,22 @@ std::string SourceHash(std::span<const EmbeddedFile> sources, const CompileSpec&
   files.reserve(sources.size());
   for (const EmbeddedFile& f : sources) files.emplace_back(f.name == nullptr ? "" : f.name, f.text());
   std::sort(files.begin(), files.end());
-  Sha256 h;
+  Sha256Builder h;
   h.Field("dflash-source-hash-v1");
-  h.Count(files.size());
+  h.Field(std::to_string(files.size()));
   for (const auto& [name, text] : files) {
     h.Field(name);
     h.Field(text);
   }
   h.Field(spec.main_file);
-  h.Count(spec.defines.size());
+  h.Field(std::to_string(spec.defines.size()));
   for (const auto& [name, value] : spec.defines) {
     h.Field(name);
     h.Field(value);
   }
-  h.Count(spec.name_expressions.size());
+  h.Field(std::to_string(spec.name_expressions.size()));
   for (const std::string& e : spec.name_expressions) h.Field(e);
-  h.Count(spec.options.size());
+  h.Field(std::to_string(spec.options.size()));
   for (const std::string& o : spec.options) h.Field(o);
   return h.HexDigest();
 }

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "tuner/embedded_file.h"
 #include "tuner/kernel_family.h"
 

@@ -17,7 +17,7 @@
 
 #include <cuda.h>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "tuner/gpu_runtime.h"
 
 namespace dflash::gpu {

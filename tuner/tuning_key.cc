@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cache/sha256.h"
+#include "base/sha256.h"
 
 #include "tuner/nvrtc_compiler.h"
 
@@ -30,7 +30,7 @@ cache::TuningKey MakeTuningKey(const KernelFamily& family, const Problem& bucket
   // config that lacks a parameter the launch code now needs). It does not cover the families' validity rules
   // (InvalidReason): a rule tightened without a source or space change keeps old winners' keys. The per-variant
   // parts (defines, name expressions) are in each artifact's key.
-  cache::Sha256Builder h;
+  Sha256Builder h;
   h.Field("dflash-tuning-key-v2").Field(SourceHash(family.sources(), CompileSpec{}));
   for (const TunableParam& p : family.params()) {
     h.Field(p.name);

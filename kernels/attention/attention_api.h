@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "kernels/attention/attention_problem.h"
 #include "tuner/kernel_family.h"
 

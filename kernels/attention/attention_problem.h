@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "tuner/kernel_family.h"
 
 namespace dflash::attention {

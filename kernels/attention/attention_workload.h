@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "kernels/attention/attention_problem.h"
 #include "tuner/kernel_family.h"
 

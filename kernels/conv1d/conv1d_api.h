@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "kernels/conv1d/conv1d_problem.h"
 #include "tuner/kernel_family.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "kernels/conv1d/conv1d_problem.h"
 #include "tuner/kernel_family.h"
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "tuner/kernel_family.h"
 
 namespace dflash::conv1d {

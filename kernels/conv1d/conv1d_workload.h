@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "kernels/conv1d/conv1d_problem.h"
 #include "tuner/gpu_runtime.h"
 #include "tuner/kernel_family.h"

@@ -21,7 +21,7 @@
 #include <span>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "kernels/gdn/chunk_plan.h"
 #include "kernels/gdn/gdn_config.h"
 #include "tuner/kernel_family.h"

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "kernels/gdn/gdn_problem.h"
 #include "tuner/kernel_family.h"
 

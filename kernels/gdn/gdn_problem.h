@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "tuner/kernel_family.h"
 
 namespace dflash::gdn {

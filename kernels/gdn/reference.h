@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 
 namespace dflash::gdn {
 

@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "tuner/kernel_family.h"
 
 namespace dflash::bench {

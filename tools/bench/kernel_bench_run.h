@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "kernel_bench_args.h"
 
 namespace dflash::bench {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cache/kernel_cache.h"
-#include "cache/status.h"
+#include "base/status.h"
 
 namespace dflash::cli {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/checkpoint/safetensors.h"
 
 namespace dflash::trainer {

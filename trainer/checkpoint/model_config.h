@@ -14,7 +14,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "cache/status.h"
+#include "base/status.h"
 
 namespace dflash::trainer {
 

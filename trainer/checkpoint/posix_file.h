@@ -14,7 +14,7 @@
 #include <span>
 #include <string_view>
 
-#include "cache/status.h"
+#include "base/status.h"
 
 namespace dflash::trainer {
 

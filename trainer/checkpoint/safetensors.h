@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/checkpoint/dtype.h"
 #include "trainer/checkpoint/posix_file.h"
 

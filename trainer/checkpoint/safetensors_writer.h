@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/checkpoint/dtype.h"
 
 namespace dflash::trainer {

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/model_config.h"
 

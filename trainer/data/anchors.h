@@ -19,7 +19,7 @@
 #include <span>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 
 namespace dflash::trainer::data {
 

@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/data/jsonl_dataset.h"
 
 namespace dflash::trainer::data {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 
 namespace dflash::trainer::data {
 

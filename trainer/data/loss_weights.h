@@ -17,7 +17,7 @@
 #include <span>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/data/anchors.h"
 
 namespace dflash::trainer::data {

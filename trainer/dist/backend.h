@@ -13,7 +13,7 @@
 #include <chrono>
 #include <string>
 
-#include "cache/status.h"
+#include "base/status.h"
 
 namespace dflash::trainer::dist {
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/dist/deadline.h"
 #include "trainer/dist/rank_env.h"
 

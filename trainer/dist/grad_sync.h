@@ -19,7 +19,7 @@
 #include <mutex>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/dist/buckets.h"
 #include "trainer/dist/communicator.h"
 

@@ -6,7 +6,7 @@
 // Who may call: the Trainer and tests. Thread-safety: pure.
 #pragma once
 
-#include "cache/status.h"
+#include "base/status.h"
 
 namespace dflash::trainer::dist {
 

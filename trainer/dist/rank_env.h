@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "cache/status.h"
+#include "base/status.h"
 
 namespace dflash::trainer::dist {
 

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/checkpoint/model_config.h"
 #include "trainer/ops/ops.h"
 

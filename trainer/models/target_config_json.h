@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/checkpoint/model_config.h"
 
 namespace dflash::trainer {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/model_config.h"
 #include "trainer/models/target_layers.h"

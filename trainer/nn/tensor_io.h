@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/checkpoint/checkpoint.h"
 
 namespace dflash::trainer::nn {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "cache/kernel_cache.h"
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/ops/kernel_requests.h"
 #include "trainer/ops/ops.h"
 #include "tuner/gpu_runtime.h"

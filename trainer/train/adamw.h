@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 
 namespace dflash::trainer {
 

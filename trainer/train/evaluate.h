@@ -8,7 +8,7 @@
 #include <ostream>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/models/drafter.h"
 #include "trainer/models/target_model.h"
 #include "trainer/train/spec_decode.h"

@@ -10,7 +10,7 @@
 #include <ostream>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 
 namespace dflash::trainer {
 

@@ -9,7 +9,7 @@
 #include <ostream>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/checkpoint/model_config.h"
 #include "cache/kernel_cache.h"
 #include "trainer/ops/cached_kernel_ops.h"

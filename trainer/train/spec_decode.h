@@ -23,7 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/models/drafter.h"
 #include "trainer/models/target_model.h"
 #include "trainer/ops/ops.h"

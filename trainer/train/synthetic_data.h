@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/data/jsonl_dataset.h"
 #include "trainer/models/target_model.h"
 

@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <ostream>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/train/train_options.h"
 
 namespace dflash::trainer {

@@ -17,7 +17,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/data/batcher.h"
 #include "trainer/models/drafter.h"
 #include "trainer/train/adamw.h"

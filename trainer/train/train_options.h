@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/data/batcher.h"
 
 namespace dflash::trainer {

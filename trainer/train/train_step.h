@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "trainer/data/batcher.h"
 #include "trainer/models/drafter.h"
 #include "trainer/models/target_model.h"

@@ -18,7 +18,7 @@
 #include <ostream>
 #include <vector>
 
-#include "cache/status.h"
+#include "base/status.h"
 #include "cache/kernel_cache.h"
 #include "trainer/data/batcher.h"
 #include "trainer/dist/communicator.h"

@@ -1,4 +1,4 @@
-#include "cache/status.h"
+#include "base/status.h"
 
 namespace dflash {
 

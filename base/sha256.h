@@ -1,4 +1,4 @@
-// SHA-256 (OpenSSL EVP) as lowercase hex: the checksum of every blob and row in the cache.
+// SHA-256 (OpenSSL EVP) as lowercase hex: the checksum of every cache blob and row, and of the tuner's source hashes.
 // Thread-safety: pure functions.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace dflash::cache {
+namespace dflash {
 
 std::string Sha256Hex(std::span<const std::uint8_t> bytes);
 std::string Sha256Hex(std::string_view text);
@@ -28,4 +28,4 @@ class Sha256Builder {
   void* ctx_;  // EVP_MD_CTX*
 };
 
-}  // namespace dflash::cache
+}  // namespace dflash

@@ -1,10 +1,10 @@
-#include "cache/sha256.h"
+#include "base/sha256.h"
 
 #include <openssl/evp.h>
 
 #include <stdexcept>
 
-namespace dflash::cache {
+namespace dflash {
 namespace {
 
 std::string ToHex(const unsigned char* d, unsigned n) {
@@ -56,4 +56,4 @@ std::string Sha256Builder::HexDigest() {
   return ToHex(md, len);
 }
 
-}  // namespace dflash::cache
+}  // namespace dflash
