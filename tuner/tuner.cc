@@ -43,13 +43,33 @@ cache::CandidateResult Candidate(const std::string& digest, const Config& c, cac
 
 bool IsFailure(cache::Outcome o) { return o != cache::Outcome::kOk && o != cache::Outcome::kPruned; }
 
-// Benchmarks the runnable candidates of one key on `ctx` and returns the winning entry; fills `results` with
+// One key's benchmark: what is measured (the key, its bucket and the runnable candidates), where and how, and
+// what the measurement fills in (every candidate's outcome in `results`, the counts).
+struct KeyBenchmark {
+  cache::KernelCache& cache;
+  const gpu::Context& ctx;
+  const KernelFamily& family;
+  const Problem& bucket;
+  const cache::TuningKey& key;
+  const std::vector<CompiledCandidate>& runnable;
+  const TuneOptions& options;
+  std::uint64_t seed;
+  const ProgressFn& progress;
+  Clock::time_point started;  // the key's tuning started here (the time budget counts from it)
+  TuneCounts& counts;
+  std::vector<cache::CandidateResult>& results;
+};
+
+// Benchmarks the runnable candidates of one key on its GPU and returns the winning entry; fills `results` with
 // every candidate's outcome. Runs under the cache's per-key lock (GetOrBuild) and takes the per-GPU lock.
-Result<cache::Entry> BenchmarkKey(cache::KernelCache& cache, const gpu::Context& ctx, const KernelFamily& family,
-                                  const Problem& bucket, const cache::TuningKey& key,
-                                  const std::vector<CompiledCandidate>& runnable, const TuneOptions& options,
-                                  std::uint64_t seed, const ProgressFn& progress, TuneCounts& counts,
-                                  std::vector<cache::CandidateResult>& results, Clock::time_point started) {
+Result<cache::Entry> BenchmarkKey(const KeyBenchmark& b) {
+  cache::KernelCache& cache = b.cache;
+  const gpu::Context& ctx = b.ctx;
+  const KernelFamily& family = b.family;
+  const cache::TuningKey& key = b.key;
+  const TuneOptions& options = b.options;
+  TuneCounts& counts = b.counts;
+  std::vector<cache::CandidateResult>& results = b.results;
   const std::string digest = key.Digest();
   const std::string gpu_name = ctx.info().name;
   std::map<std::string, cache::CandidateResult> previous;
@@ -59,20 +79,20 @@ Result<cache::Entry> BenchmarkKey(cache::KernelCache& cache, const gpu::Context&
   DFLASH_RETURN_IF_ERROR(ctx.MakeCurrent());
   DFLASH_ASSIGN_OR_RETURN(cache::NamedLock gpu_lock, LockDeviceForBenchmark(ctx.info()));
   DFLASH_ASSIGN_OR_RETURN(gpu::Stream stream, gpu::Stream::Create());
-  DFLASH_ASSIGN_OR_RETURN(auto workload, family.MakeWorkload(ctx, bucket, seed));
+  DFLASH_ASSIGN_OR_RETURN(auto workload, family.MakeWorkload(ctx, b.bucket, b.seed));
 
   std::map<std::string, const CompiledCandidate*> by_config;
   std::vector<Config> configs;
-  for (const auto& c : runnable) {
+  for (const auto& c : b.runnable) {
     by_config[ConfigToJson(c.config)] = &c;
     configs.push_back(c.config);
   }
-  SearchPlan plan(family.params(), configs, options.budget, seed, family.SeedConfigs(bucket));
+  SearchPlan plan(family.params(), configs, options.budget, b.seed, family.SeedConfigs(b.bucket));
   const int total = static_cast<int>(configs.size());
   int done = 0;
   std::optional<std::pair<const CompiledCandidate*, cache::Timing>> best;
   while (auto next = plan.Next()) {
-    if (options.budget.max_seconds > 0 && SecondsSince(started) > options.budget.max_seconds) break;
+    if (options.budget.max_seconds > 0 && SecondsSince(b.started) > options.budget.max_seconds) break;
     const std::string cj = ConfigToJson(*next);
     const CompiledCandidate& cand = *by_config.at(cj);
     const std::string label = std::string(family.name()) + "[" + ConfigLabel(*next) + "]";
@@ -121,7 +141,7 @@ Result<cache::Entry> BenchmarkKey(cache::KernelCache& cache, const gpu::Context&
       ++counts.failed;
     }
     results.push_back(result);
-    if (progress) progress({std::string(family.name()), "benchmark", ++done, total});
+    if (b.progress) b.progress({std::string(family.name()), "benchmark", ++done, total});
   }
   if (!best) {
     return NotFound("no variant of " + key.ReadableName() + " passed the correctness gate (" +
@@ -139,7 +159,7 @@ Result<cache::Entry> BenchmarkKey(cache::KernelCache& cache, const gpu::Context&
   e.provenance.driver_version = std::to_string(ctx.info().driver_version);
   e.provenance.nvrtc_version = NvrtcVersion();
   e.provenance.created_at = Now();
-  e.provenance.tuning_wall_s = SecondsSince(started);
+  e.provenance.tuning_wall_s = SecondsSince(b.started);
   return e;
 }
 
@@ -252,8 +272,8 @@ Result<KeyReport> Tuner::Tune(const KernelFamily& family, const Problem& problem
   auto built = cache_.GetOrBuild(
       key,
       [&]() -> Result<cache::Entry> {
-        auto e = BenchmarkKey(cache_, *gpu_, family, bucket, key, runnable, options, seed, progress, bench_counts,
-                              results, started);
+        auto e = BenchmarkKey({cache_, *gpu_, family, bucket, key, runnable, options, seed, progress, started,
+                               bench_counts, results});
         if (!e.ok()) cache_.RecordCandidates(results).ok();  // keep what was learned (failures are not retried)
         return e;
       },
