@@ -16,6 +16,7 @@ const char* ErrorCodeName(ErrorCode code) {
     case ErrorCode::kLaunchError: return "LaunchError";
     case ErrorCode::kMismatch: return "Mismatch";
     case ErrorCode::kTimeout: return "Timeout";
+    case ErrorCode::kCancelled: return "Cancelled";
     case ErrorCode::kInternal: return "Internal";
   }
   return "Unknown";

@@ -24,6 +24,7 @@ enum class ErrorCode {
   kLaunchError,    // a CUDA driver call failed
   kMismatch,       // a kernel's output differs from its reference
   kTimeout,
+  kCancelled,     // the user stopped the work (a signal); what was done is saved
   kInternal,
 };
 
@@ -55,6 +56,7 @@ inline Status IoError(std::string m) { return {ErrorCode::kIoError, std::move(m)
 inline Status InvalidArgument(std::string m) { return {ErrorCode::kInvalidArgument, std::move(m)}; }
 inline Status Unsupported(std::string m) { return {ErrorCode::kUnsupported, std::move(m)}; }
 inline Status ReadOnlyError(std::string m) { return {ErrorCode::kReadOnly, std::move(m)}; }
+inline Status Cancelled(std::string m) { return {ErrorCode::kCancelled, std::move(m)}; }
 inline Status Internal(std::string m) { return {ErrorCode::kInternal, std::move(m)}; }
 
 // A value or an error. Result<T> r = f(); if (!r.ok()) return r.status(); use *r.

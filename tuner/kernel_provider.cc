@@ -12,11 +12,13 @@ std::string WarmupCommandFor(const KernelFamily& family, const Problem& problem,
 
 Result<ResolvedKernel> KernelProvider::Get(const KernelFamily& family, const Problem& problem) {
   DFLASH_ASSIGN_OR_RETURN(Problem bucket, family.Bucket(problem));
+  // The arch is the context's, fixed for the provider's life: family + bucket name the key.
+  const std::string slot = std::string(family.name()) + "\n" + CanonicalSignature(bucket);
+  std::lock_guard<std::mutex> g(mu_);
+  if (auto it = loaded_.find(slot); it != loaded_.end()) return it->second.first;
   const std::string arch = ctx_.info().arch();
   const cache::TuningKey key = MakeTuningKey(family, bucket, arch);
   const std::string digest = key.Digest();
-  std::lock_guard<std::mutex> g(mu_);
-  if (auto it = loaded_.find(digest); it != loaded_.end()) return it->second.first;
   DFLASH_ASSIGN_OR_RETURN(std::optional<cache::Entry> entry, cache_.Lookup(key));
   if (!entry) {
     return NotFound("no tuned kernel for " + key.ReadableName() + " (key " + digest.substr(0, 12) +
@@ -27,7 +29,7 @@ Result<ResolvedKernel> KernelProvider::Get(const KernelFamily& family, const Pro
   DFLASH_ASSIGN_OR_RETURN(auto kernel, LoadedKernel::Load(entry->cubin, entry->kernel_names, config,
                                                            std::string(family.name()) + "[" + ConfigLabel(config) + "]"));
   ResolvedKernel r{&kernel->variant(), digest, entry->config, entry->timing.median_ms, entry->cubin_sha256};
-  loaded_[digest] = {r, std::move(kernel)};
+  loaded_[slot] = {r, std::move(kernel)};
   return r;
 }
 

@@ -2,6 +2,9 @@
 // cache entry for (family, bucketed problem, the context's arch), verifies it (the cache checks every read),
 // loads its cubin once per process and hands out the ready LoadedVariant. It never compiles or tunes: a missing
 // key fails with NotFound naming the key and the exact `dflash-tune warmup` command that fills it.
+// Cost: the first Get of a (family, bucket) builds its tuning key (a SHA-256 over the family's sources) and reads
+// the cache; later ones are a map lookup after the family's Bucket (no hashing, no database). Callers on a hot path
+// keep the returned variant instead of asking again (CachedKernelOps resolves each launch shape once).
 // Thread-safety: Get may be called from any thread; returned variants live as long as the provider.
 #pragma once
 
@@ -34,6 +37,7 @@ class KernelProvider {
   cache::KernelCache& cache_;
   const gpu::Context& ctx_;
   std::mutex mu_;
+  // By "<family>\n<bucket signature>": the resolved kernel and what keeps its module loaded.
   std::map<std::string, std::pair<ResolvedKernel, std::unique_ptr<LoadedKernel>>> loaded_;
 };
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/trainer/checkpoint_test_util.h"
-#include "trainer/checkpoint/model_config.h"
+#include "setup/model_config.h"
 
 namespace dflash::trainer {
 namespace {
@@ -55,31 +55,31 @@ json Drafter27B() {
 }
 
 TEST(TappedLayers, MatchTheSpecExamples) {
-  EXPECT_EQ(*TappedLayers(64, 5), (std::vector<std::int64_t>{1, 16, 31, 46, 61}));
-  EXPECT_EQ(*TappedLayers(36, 5), (std::vector<std::int64_t>{1, 9, 17, 25, 33}));
+  EXPECT_EQ(*setup::TappedLayers(64, 5), (std::vector<std::int64_t>{1, 16, 31, 46, 61}));
+  EXPECT_EQ(*setup::TappedLayers(36, 5), (std::vector<std::int64_t>{1, 9, 17, 25, 33}));
   // The 6-layer drafter of a 40-layer target: round(1 + i·36/5).
-  EXPECT_EQ(*TappedLayers(40, 6), (std::vector<std::int64_t>{1, 8, 15, 23, 30, 37}));
+  EXPECT_EQ(*setup::TappedLayers(40, 6), (std::vector<std::int64_t>{1, 8, 15, 23, 30, 37}));
   // The published Qwen3.6-35B-A3B drafter's 8 taps of its 40-layer target.
-  EXPECT_EQ(*TappedLayers(40, 8), (std::vector<std::int64_t>{1, 6, 11, 16, 22, 27, 32, 37}));
+  EXPECT_EQ(*setup::TappedLayers(40, 8), (std::vector<std::int64_t>{1, 6, 11, 16, 22, 27, 32, 37}));
 }
 
 TEST(TappedLayers, RoundHalvesToEvenLikeTheReference) {
   // L = 7, n = 3: 1 + i·3/2 = 1, 2.5, 4 -> Python's round gives 2 for 2.5.
-  EXPECT_EQ(*TappedLayers(7, 3), (std::vector<std::int64_t>{1, 2, 4}));
+  EXPECT_EQ(*setup::TappedLayers(7, 3), (std::vector<std::int64_t>{1, 2, 4}));
   // L = 9, n = 3: 1, 3.5, 6 -> 4.
-  EXPECT_EQ(*TappedLayers(9, 3), (std::vector<std::int64_t>{1, 4, 6}));
+  EXPECT_EQ(*setup::TappedLayers(9, 3), (std::vector<std::int64_t>{1, 4, 6}));
 }
 
 TEST(TappedLayers, EdgeCases) {
-  EXPECT_EQ(*TappedLayers(36, 1), (std::vector<std::int64_t>{18}));
-  EXPECT_EQ(TappedLayers(36, 0).status().code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(TappedLayers(4, 2).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(*setup::TappedLayers(36, 1), (std::vector<std::int64_t>{18}));
+  EXPECT_EQ(setup::TappedLayers(36, 0).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(setup::TappedLayers(4, 2).status().code(), ErrorCode::kInvalidArgument);
 }
 
 TEST(TargetConfig, Qwen36NestedTextConfigParses) {
-  auto c = ParseTargetConfig(Qwen36_27B());
+  auto c = setup::ParseTargetConfig(Qwen36_27B());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->arch, TargetArch::kQwen3_5Hybrid);
+  EXPECT_EQ(c->arch, setup::TargetArch::kQwen3_5Hybrid);
   EXPECT_EQ(c->weight_prefix, "model.language_model.");
   EXPECT_EQ(c->hidden_size, 5120);
   EXPECT_EQ(c->intermediate_size, 17408);
@@ -100,7 +100,8 @@ TEST(TargetConfig, Qwen36NestedTextConfigParses) {
   EXPECT_EQ(c->linear_conv_kernel_dim, 4);
   ASSERT_EQ(c->layer_kinds.size(), 64u);
   for (int i = 0; i < 64; ++i) {
-    EXPECT_EQ(c->layer_kinds[i], (i + 1) % 4 == 0 ? TargetLayerKind::kFullAttention : TargetLayerKind::kLinearAttention)
+    EXPECT_EQ(c->layer_kinds[i],
+              (i + 1) % 4 == 0 ? setup::TargetLayerKind::kFullAttention : setup::TargetLayerKind::kLinearAttention)
         << i;
   }
 }
@@ -110,7 +111,7 @@ TEST(TargetConfig, TopLevelQwen35TextConfigUsesModelPrefixAndTopLevelRope) {
   j.erase("rope_parameters");
   j["rope_theta"] = 1e7;
   j["partial_rotary_factor"] = 0.25;
-  auto c = ParseTargetConfig(j);
+  auto c = setup::ParseTargetConfig(j);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->weight_prefix, "model.");
   EXPECT_DOUBLE_EQ(c->rope_theta, 1e7);
@@ -121,86 +122,86 @@ TEST(TargetConfig, LayerTypesOverrideTheInterval) {
   json j = Qwen36_27BText();
   j["num_hidden_layers"] = 4;
   j["layer_types"] = {"full_attention", "linear_attention", "linear_attention", "full_attention"};
-  auto c = ParseTargetConfig(j);
+  auto c = setup::ParseTargetConfig(j);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->layer_kinds, (std::vector<TargetLayerKind>{TargetLayerKind::kFullAttention,
-                                                          TargetLayerKind::kLinearAttention,
-                                                          TargetLayerKind::kLinearAttention,
-                                                          TargetLayerKind::kFullAttention}));
+  EXPECT_EQ(c->layer_kinds, (std::vector<setup::TargetLayerKind>{setup::TargetLayerKind::kFullAttention,
+                                                          setup::TargetLayerKind::kLinearAttention,
+                                                          setup::TargetLayerKind::kLinearAttention,
+                                                          setup::TargetLayerKind::kFullAttention}));
   j["layer_types"] = {"full_attention", "linear_attention", "linear_attention"};
-  Status st = ParseTargetConfig(j).status();
+  Status st = setup::ParseTargetConfig(j).status();
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(st.message().find("layer_types has 3 entries"), std::string::npos) << st.message();
   j["layer_types"] = {"full_attention", "mamba", "linear_attention", "full_attention"};
-  st = ParseTargetConfig(j).status();
+  st = setup::ParseTargetConfig(j).status();
   EXPECT_NE(st.message().find("layer_types[1]"), std::string::npos) << st.message();
 }
 
 TEST(TargetConfig, Qwen3DenseConfigParses) {
-  auto c = ParseTargetConfig(Qwen3_8B());
+  auto c = setup::ParseTargetConfig(Qwen3_8B());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->arch, TargetArch::kQwen3Dense);
+  EXPECT_EQ(c->arch, setup::TargetArch::kQwen3Dense);
   EXPECT_EQ(c->weight_prefix, "model.");
   EXPECT_EQ(c->num_hidden_layers, 36);
   EXPECT_EQ(c->head_dim, 128);
   EXPECT_DOUBLE_EQ(c->rope_theta, 1e6);
   EXPECT_DOUBLE_EQ(c->partial_rotary_factor, 1.0);
   EXPECT_FALSE(c->attn_output_gate);
-  EXPECT_EQ(c->layer_kinds, std::vector<TargetLayerKind>(36, TargetLayerKind::kFullAttention));
+  EXPECT_EQ(c->layer_kinds, std::vector<setup::TargetLayerKind>(36, setup::TargetLayerKind::kFullAttention));
 }
 
 TEST(TargetConfig, MissingAndMistypedFieldsNameTheField) {
   json j = Qwen36_27B();
   j["text_config"].erase("linear_num_value_heads");
-  Status st = ParseTargetConfig(j, "m/config.json").status();
+  Status st = setup::ParseTargetConfig(j, "m/config.json").status();
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(st.message(), "m/config.json.text_config: field \"linear_num_value_heads\" is missing");
 
   j = Qwen3_8B();
   j["hidden_size"] = "4096";
-  st = ParseTargetConfig(j, "cfg").status();
+  st = setup::ParseTargetConfig(j, "cfg").status();
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(st.message().find("\"hidden_size\" must be an integer"), std::string::npos) << st.message();
 
   j = Qwen3_8B();
   j.erase("rope_theta");
-  st = ParseTargetConfig(j).status();
+  st = setup::ParseTargetConfig(j).status();
   EXPECT_NE(st.message().find("rope_theta"), std::string::npos) << st.message();
 
   j = Qwen3_8B();
   j["num_key_value_heads"] = 5;
-  EXPECT_EQ(ParseTargetConfig(j).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(setup::ParseTargetConfig(j).status().code(), ErrorCode::kInvalidArgument);
 
   j = Qwen3_8B();
   j["num_hidden_layers"] = 0;
-  EXPECT_EQ(ParseTargetConfig(j).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(setup::ParseTargetConfig(j).status().code(), ErrorCode::kInvalidArgument);
 
   j = Qwen3_8B();
   j["model_type"] = "llama";
-  st = ParseTargetConfig(j).status();
+  st = setup::ParseTargetConfig(j).status();
   EXPECT_EQ(st.code(), ErrorCode::kUnsupported);
   EXPECT_NE(st.message().find("llama"), std::string::npos);
 
   j = Qwen3_8B();
   j["tie_word_embeddings"] = 1;
-  EXPECT_EQ(ParseTargetConfig(j).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(setup::ParseTargetConfig(j).status().code(), ErrorCode::kInvalidArgument);
 }
 
 TEST(TargetConfig, LoadsFromAModelFolderWithClearErrors) {
   TempDir dir;
-  EXPECT_EQ(LoadTargetConfig(dir.path()).status().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(setup::LoadTargetConfig(dir.path()).status().code(), ErrorCode::kNotFound);
   WriteFile(dir.path() / "config.json", "{ broken");
-  Status st = LoadTargetConfig(dir.path()).status();
+  Status st = setup::LoadTargetConfig(dir.path()).status();
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(st.message().find("config.json"), std::string::npos);
   WriteFile(dir.path() / "config.json", Qwen36_27B().dump());
-  auto c = LoadTargetConfig(dir.path());
+  auto c = setup::LoadTargetConfig(dir.path());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->num_hidden_layers, 64);
 }
 
 TEST(DrafterConfig, Qwen36DrafterParses) {
-  auto d = ParseDrafterConfig(Drafter27B());
+  auto d = setup::ParseDrafterConfig(Drafter27B());
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ(d->hidden_size, 5120);
   EXPECT_EQ(d->num_hidden_layers, 5);
@@ -212,13 +213,13 @@ TEST(DrafterConfig, Qwen36DrafterParses) {
   EXPECT_EQ(d->num_target_layers, 64);
   EXPECT_EQ(d->sliding_window, 2048);
   EXPECT_EQ(d->target_layer_ids, (std::vector<std::int64_t>{1, 16, 31, 46, 61}));
-  EXPECT_EQ(d->layer_kinds, (std::vector<DrafterLayerKind>{
-                                DrafterLayerKind::kSlidingAttention, DrafterLayerKind::kSlidingAttention,
-                                DrafterLayerKind::kSlidingAttention, DrafterLayerKind::kSlidingAttention,
-                                DrafterLayerKind::kFullAttention}));
-  auto target = ParseTargetConfig(Qwen36_27B());
+  EXPECT_EQ(d->layer_kinds, (std::vector<setup::DrafterLayerKind>{
+                                setup::DrafterLayerKind::kSlidingAttention, setup::DrafterLayerKind::kSlidingAttention,
+                                setup::DrafterLayerKind::kSlidingAttention, setup::DrafterLayerKind::kSlidingAttention,
+                                setup::DrafterLayerKind::kFullAttention}));
+  auto target = setup::ParseTargetConfig(Qwen36_27B());
   ASSERT_TRUE(target.ok());
-  EXPECT_EQ(*ResolveTappedLayers(*d, *target), (std::vector<std::int64_t>{1, 16, 31, 46, 61}));
+  EXPECT_EQ(*setup::ResolveTappedLayers(*d, *target), (std::vector<std::int64_t>{1, 16, 31, 46, 61}));
 }
 
 TEST(DrafterConfig, FieldsUnderDflashConfigOrTopLevelAndDefaults) {
@@ -228,73 +229,73 @@ TEST(DrafterConfig, FieldsUnderDflashConfigOrTopLevelAndDefaults) {
   j.erase("layer_types");
   j.erase("sliding_window");
   j["dflash_config"].erase("target_layer_ids");
-  auto d = ParseDrafterConfig(j);
+  auto d = setup::ParseDrafterConfig(j);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ(d->block_size, 8);
   EXPECT_TRUE(d->target_layer_ids.empty());
-  EXPECT_EQ(d->layer_kinds, std::vector<DrafterLayerKind>(5, DrafterLayerKind::kFullAttention));
+  EXPECT_EQ(d->layer_kinds, std::vector<setup::DrafterLayerKind>(5, setup::DrafterLayerKind::kFullAttention));
   // No target_layer_ids: the spec's formula against the target's depth.
-  auto dense = ParseTargetConfig(Qwen3_8B());
+  auto dense = setup::ParseTargetConfig(Qwen3_8B());
   ASSERT_TRUE(dense.ok());
   d->num_target_layers = std::nullopt;
-  EXPECT_EQ(*ResolveTappedLayers(*d, *dense), (std::vector<std::int64_t>{1, 9, 17, 25, 33}));
+  EXPECT_EQ(*setup::ResolveTappedLayers(*d, *dense), (std::vector<std::int64_t>{1, 9, 17, 25, 33}));
 }
 
 TEST(DrafterConfig, InconsistentDrafterAndTargetAreRejected) {
-  auto d = ParseDrafterConfig(Drafter27B());
-  auto dense = ParseTargetConfig(Qwen3_8B());
+  auto d = setup::ParseDrafterConfig(Drafter27B());
+  auto dense = setup::ParseTargetConfig(Qwen3_8B());
   ASSERT_TRUE(d.ok() && dense.ok());
-  Status st = ResolveTappedLayers(*d, *dense).status();
+  Status st = setup::ResolveTappedLayers(*d, *dense).status();
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(st.message().find("64-layer"), std::string::npos) << st.message();
   d->num_target_layers = std::nullopt;
-  st = ResolveTappedLayers(*d, *dense).status();
+  st = setup::ResolveTappedLayers(*d, *dense).status();
   EXPECT_NE(st.message().find("layer 46"), std::string::npos) << st.message();
 }
 
 TEST(DrafterConfig, MissingAndMistypedFieldsNameTheField) {
   json j = Drafter27B();
   j["dflash_config"].erase("mask_token_id");
-  Status st = ParseDrafterConfig(j, "d/config.json").status();
+  Status st = setup::ParseDrafterConfig(j, "d/config.json").status();
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(st.message().find("\"mask_token_id\" is missing"), std::string::npos) << st.message();
 
   j = Drafter27B();
   j.erase("sliding_window");
-  st = ParseDrafterConfig(j).status();
+  st = setup::ParseDrafterConfig(j).status();
   EXPECT_NE(st.message().find("sliding_window"), std::string::npos) << st.message();
 
   j = Drafter27B();
   j["layer_types"] = {"full_attention"};
-  st = ParseDrafterConfig(j).status();
+  st = setup::ParseDrafterConfig(j).status();
   EXPECT_NE(st.message().find("layer_types has 1 entries"), std::string::npos) << st.message();
 
   j = Drafter27B();
   j["layer_types"][0] = "linear_attention";
-  EXPECT_EQ(ParseDrafterConfig(j).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(setup::ParseDrafterConfig(j).status().code(), ErrorCode::kInvalidArgument);
 
   j = Drafter27B();
   j["dflash_config"]["target_layer_ids"] = {1, 31, 16};
-  st = ParseDrafterConfig(j).status();
+  st = setup::ParseDrafterConfig(j).status();
   EXPECT_NE(st.message().find("strictly increasing"), std::string::npos) << st.message();
 
   j = Drafter27B();
   j["dflash_config"]["target_layer_ids"] = {1, 64};
-  EXPECT_EQ(ParseDrafterConfig(j).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(setup::ParseDrafterConfig(j).status().code(), ErrorCode::kInvalidArgument);
 
   j = Drafter27B();
   j["block_size"] = 16.5;
-  st = ParseDrafterConfig(j).status();
+  st = setup::ParseDrafterConfig(j).status();
   EXPECT_NE(st.message().find("\"block_size\" must be an integer"), std::string::npos) << st.message();
 
   j = Drafter27B();
   j["dflash_config"]["mask_token_id"] = 300000;
-  st = ParseDrafterConfig(j).status();
+  st = setup::ParseDrafterConfig(j).status();
   EXPECT_NE(st.message().find("outside the vocabulary"), std::string::npos) << st.message();
 
   j = Drafter27B();
   j["dflash_config"] = 3;
-  EXPECT_EQ(ParseDrafterConfig(j).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(setup::ParseDrafterConfig(j).status().code(), ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -16,21 +16,21 @@ namespace {
 
 using json = nlohmann::json;
 
-TargetConfig Qwen36_27B() {
+setup::TargetConfig Qwen36_27B() {
   json j = json::parse(R"({"model_type": "qwen3_5", "text_config": {
     "model_type": "qwen3_5_text", "hidden_size": 5120, "intermediate_size": 17408, "num_hidden_layers": 64,
     "vocab_size": 248320, "num_attention_heads": 24, "num_key_value_heads": 4, "head_dim": 256,
     "rms_norm_eps": 1e-6, "full_attention_interval": 4, "linear_num_key_heads": 16, "linear_num_value_heads": 48,
     "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
     "rope_parameters": {"rope_theta": 10000000, "partial_rotary_factor": 0.25}}})");
-  return *ParseTargetConfig(j);
+  return *setup::ParseTargetConfig(j);
 }
 
-TargetConfig Qwen3_8B() {
+setup::TargetConfig Qwen3_8B() {
   json j = json::parse(R"({"model_type": "qwen3", "hidden_size": 4096, "intermediate_size": 12288,
     "num_hidden_layers": 36, "vocab_size": 151936, "num_attention_heads": 32, "num_key_value_heads": 8,
     "head_dim": 128, "rms_norm_eps": 1e-6, "rope_theta": 1000000})");
-  return *ParseTargetConfig(j);
+  return *setup::ParseTargetConfig(j);
 }
 
 std::map<std::string, std::vector<std::int64_t>> AsMap(const std::vector<TensorSpec>& specs) {
@@ -40,7 +40,7 @@ std::map<std::string, std::vector<std::int64_t>> AsMap(const std::vector<TensorS
 }
 
 TEST(TargetTensors, Qwen36ListHoldsExactlyTheLayersUpToTheLastTap) {
-  const TargetConfig c = Qwen36_27B();
+  const setup::TargetConfig c = Qwen36_27B();
   auto specs = TargetTensorsNeeded(c, 61);
   ASSERT_TRUE(specs.ok()) << specs.status().ToString();
   const auto m = AsMap(*specs);
@@ -62,7 +62,7 @@ TEST(TargetTensors, Qwen36ListHoldsExactlyTheLayersUpToTheLastTap) {
 }
 
 TEST(TargetTensors, Qwen36LayerShapesFollowSpecSection1) {
-  const TargetConfig c = Qwen36_27B();
+  const setup::TargetConfig c = Qwen36_27B();
   const auto gdn = AsMap(TargetLayerTensors(c, 0));
   const std::string g = "model.language_model.layers.0.linear_attn.";
   EXPECT_EQ(gdn.size(), 14u);
@@ -91,7 +91,7 @@ TEST(TargetTensors, Qwen36LayerShapesFollowSpecSection1) {
 }
 
 TEST(TargetTensors, DenseQwen3ListAndTiedEmbeddings) {
-  TargetConfig c = Qwen3_8B();
+  setup::TargetConfig c = Qwen3_8B();
   auto specs = TargetTensorsNeeded(c, 33);
   ASSERT_TRUE(specs.ok());
   const auto m = AsMap(*specs);
@@ -124,8 +124,8 @@ TEST(TargetTensors, GeneratedTinyHybridCheckpointPassesCheckAndReportsMisshape) 
     "rms_norm_eps": 1e-6, "full_attention_interval": 4, "linear_num_key_heads": 1, "linear_num_value_heads": 2,
     "linear_key_head_dim": 4, "linear_value_head_dim": 4, "linear_conv_kernel_dim": 4,
     "rope_parameters": {"rope_theta": 10000000, "partial_rotary_factor": 0.25}}})");
-  const TargetConfig c = *ParseTargetConfig(j);
-  const auto taps = *TappedLayers(c.num_hidden_layers, 3);
+  const setup::TargetConfig c = *setup::ParseTargetConfig(j);
+  const auto taps = *setup::TappedLayers(c.num_hidden_layers, 3);
   EXPECT_EQ(taps, (std::vector<std::int64_t>{1, 3, 5}));
   // The checkpoint holds every layer (and the final norm); the list stops at layer 5.
   auto all = *TargetTensorsNeeded(c, c.num_hidden_layers - 1);
@@ -159,7 +159,7 @@ TEST(TargetTensors, GeneratedTinyHybridCheckpointPassesCheckAndReportsMisshape) 
   }
 
   // A config claiming a wider MLP no longer matches: the error names the tensor and both shapes.
-  TargetConfig wider = c;
+  setup::TargetConfig wider = c;
   wider.intermediate_size = 32;
   Status st = ckpt->CheckTensors(*TargetTensorsNeeded(wider, taps.back()));
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "trainer/checkpoint/model_config.h"
+#include "setup/presets.h"
 #include "trainer/models/target_model.h"
 #include "trainer/ops/reference_ops.h"
 
@@ -24,34 +24,27 @@ inline const bool kSingleThreaded = [] {
   return true;
 }();
 
-// The tiny hybrid target of kernels/presets.cc (hidden 256, 8 layers: 6 gated delta net + 2 full attention,
-// vocab 1024), with the fields the parser requires.
-inline TargetConfig TinyHybridConfig() {
-  const nlohmann::json j = {
-      {"model_type", "qwen3_5_text"},  {"hidden_size", 256},          {"intermediate_size", 512},
-      {"num_hidden_layers", 8},        {"full_attention_interval", 4}, {"num_attention_heads", 4},
-      {"num_key_value_heads", 2},      {"head_dim", 64},               {"linear_num_key_heads", 1},
-      {"linear_num_value_heads", 2},   {"linear_key_head_dim", 128},   {"linear_value_head_dim", 128},
-      {"linear_conv_kernel_dim", 4},   {"vocab_size", 1024},           {"rms_norm_eps", 1e-6},
-      {"rope_theta", 10000000.0},      {"partial_rotary_factor", 0.25}};
-  auto c = ParseTargetConfig(j);
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return *c;
+// The tiny preset's hybrid target (setup/presets/tiny.target.json: hidden 256, 8 layers: 6 gated delta net + 2 full
+// attention, vocab 1024).
+inline setup::TargetConfig TinyHybridConfig() {
+  auto preset = setup::Preset("tiny");
+  EXPECT_TRUE(preset.ok()) << preset.status().ToString();
+  return preset->target;
 }
 
 // A small plain Qwen3 dense target (standard norms, full RoPE, no output gate).
-inline TargetConfig SmallDenseConfig() {
+inline setup::TargetConfig SmallDenseConfig() {
   const nlohmann::json j = {{"model_type", "qwen3"},        {"hidden_size", 96},       {"intermediate_size", 192},
                             {"num_hidden_layers", 5},       {"num_attention_heads", 6}, {"num_key_value_heads", 2},
                             {"head_dim", 16},               {"vocab_size", 300},       {"rms_norm_eps", 1e-6},
                             {"rope_theta", 1000000.0},      {"tie_word_embeddings", true}, {"attention_bias", true}};
-  auto c = ParseTargetConfig(j);
+  auto c = setup::ParseTargetConfig(j);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   return *c;
 }
 
 // A full fp32 CPU target with random weights; init_std above the preset's 0.02 so every layer matters.
-inline std::unique_ptr<TargetModel> RandomTarget(const TargetConfig& config, std::vector<std::int64_t> taps,
+inline std::unique_ptr<TargetModel> RandomTarget(const setup::TargetConfig& config, std::vector<std::int64_t> taps,
                                                  std::uint64_t seed, double init_std = 0.05) {
   TargetLoadOptions o;
   o.device = torch::kCPU;

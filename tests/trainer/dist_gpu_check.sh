@@ -64,7 +64,7 @@ if [ "$rc_build" = 0 ] && [ -n "$test_bin" ]; then
   # 5. The full-size step: tune its keys over both GPUs, then 1 rank, 2 ranks, and the target on cuda:1.
   cfg=/tmp/dist-full-shapes.json
   printf '{"target_config": "%s", "drafter_config": "%s", "max_length": 4096, "num_anchors": 512}\n' \
-    "$PWD/tools/bench/configs/qwen3.6-27b-target.json" "$PWD/tools/bench/configs/dflash-27b-drafter.json" > "$cfg"
+    "$PWD/setup/presets/dflash-27b.target.json" "$PWD/setup/presets/dflash-27b.drafter.json" > "$cfg"
   s=$(slot 200 60); ts=$(date +%s)
   if [ "$s" -gt 30 ]; then
     rm -rf /tmp/dist-cache-full

@@ -22,8 +22,8 @@ namespace {
 constexpr std::int64_t kHidden = 64, kInter = 96, kHeads = 4, kKvHeads = 2, kHeadDim = 16, kVocab = 101;
 constexpr std::int64_t kMask = 100, kWindow = 8;
 
-DrafterConfig TinyConfig(std::int64_t block_size) {
-  DrafterConfig c;
+setup::DrafterConfig TinyConfig(std::int64_t block_size) {
+  setup::DrafterConfig c;
   c.hidden_size = kHidden;
   c.intermediate_size = kInter;
   c.num_hidden_layers = 2;
@@ -37,7 +37,7 @@ DrafterConfig TinyConfig(std::int64_t block_size) {
   c.mask_token_id = kMask;
   c.num_target_layers = 12;
   c.target_layer_ids = {1, 5, 10};
-  c.layer_kinds = {DrafterLayerKind::kSlidingAttention, DrafterLayerKind::kFullAttention};
+  c.layer_kinds = {setup::DrafterLayerKind::kSlidingAttention, setup::DrafterLayerKind::kFullAttention};
   c.sliding_window = kWindow;
   return c;
 }
@@ -277,7 +277,7 @@ TEST(Drafter, FreshWeightsAreDeterministicInSeedWithPublicInit) {
 }
 
 TEST(Drafter, TapsDerivedFromNumTargetLayersWhenAbsent) {
-  DrafterConfig c = TinyConfig(4);
+  setup::DrafterConfig c = TinyConfig(4);
   c.target_layer_ids.clear();
   c.num_target_layers = 36;  // Qwen3-8B: 2 drafter layers -> [1, 33]
   const auto d = Drafter::Create(c, torch::kCPU, 1);

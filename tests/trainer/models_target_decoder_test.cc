@@ -41,7 +41,7 @@ DecodeOutput FeedInPieces(TargetDecoder& dec, const torch::Tensor& ids, const st
   return {torch::cat(logits), torch::cat(features)};
 }
 
-void CheckIncrementalMatchesFullForward(const TargetConfig& config, std::vector<std::int64_t> taps) {
+void CheckIncrementalMatchesFullForward(const setup::TargetConfig& config, std::vector<std::int64_t> taps) {
   auto model = RandomTarget(config, taps, 11);
   auto ops = MakeReferenceOps();
   const auto ids = RandomTokens(45, config.vocab_size, 12);

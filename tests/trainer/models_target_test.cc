@@ -31,7 +31,7 @@ using Weights = std::map<std::string, torch::Tensor>;
 
 // 4 layers (3 gated delta net + 1 gated full attention), 2 key heads of 16, 4 value heads of 32, partial RoPE 1/4;
 // stored as a multimodal checkpoint (nested text_config, prefix model.language_model.).
-TargetConfig TinyHybrid() {
+setup::TargetConfig TinyHybrid() {
   const nlohmann::json text = {
       {"model_type", "qwen3_5_text"}, {"hidden_size", 64},           {"intermediate_size", 96},
       {"num_hidden_layers", 4},       {"full_attention_interval", 4}, {"num_attention_heads", 4},
@@ -39,19 +39,19 @@ TargetConfig TinyHybrid() {
       {"linear_num_value_heads", 4},  {"linear_key_head_dim", 16},    {"linear_value_head_dim", 32},
       {"linear_conv_kernel_dim", 4},  {"vocab_size", 97},             {"rms_norm_eps", 1e-6},
       {"rope_parameters", {{"rope_theta", 10000.0}, {"partial_rotary_factor", 0.25}}}};
-  auto c = ParseTargetConfig({{"model_type", "qwen3_5"}, {"text_config", text}});
+  auto c = setup::ParseTargetConfig({{"model_type", "qwen3_5"}, {"text_config", text}});
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   return *c;
 }
 
 // 3 layers, tied embeddings, attention biases (to cover those paths), full RoPE, standard norms.
-TargetConfig TinyDense() {
+setup::TargetConfig TinyDense() {
   const nlohmann::json j = {{"model_type", "qwen3"},      {"hidden_size", 64},        {"intermediate_size", 80},
                             {"num_hidden_layers", 3},     {"num_attention_heads", 4}, {"num_key_value_heads", 2},
                             {"head_dim", 16},             {"vocab_size", 97},         {"rms_norm_eps", 1e-6},
                             {"rope_theta", 10000.0},      {"tie_word_embeddings", true},
                             {"attention_bias", true}};
-  auto c = ParseTargetConfig(j);
+  auto c = setup::ParseTargetConfig(j);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   return *c;
 }
@@ -70,15 +70,17 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 // RandomInit's weights with every tensor made non-trivial: norms, biases and dt_bias random too, so a mix-up of any
 // two tensors (or of the zero-centred and standard norm) changes the output.
-std::unique_ptr<TargetModel> RandomizedModel(const TargetConfig& c, const TargetLoadOptions& o, std::uint64_t seed) {
+std::unique_ptr<TargetModel> RandomizedModel(const setup::TargetConfig& c, const TargetLoadOptions& o,
+                                             std::uint64_t seed) {
   auto base = TargetModel::RandomInit(c, o, seed, 0.15);
   torch::manual_seed(seed);
   Weights w;
   for (const auto& [name, t] : base->weights()) {
     auto v = t.clone();
-    if (EndsWith(name, "norm.weight")) v = (c.arch == TargetArch::kQwen3Dense || EndsWith(name, "linear_attn.norm.weight")
-                                              ? 1.0 + 0.3 * torch::randn_like(t)
-                                              : 0.3 * torch::randn_like(t));
+    if (EndsWith(name, "norm.weight"))
+      v = (c.arch == setup::TargetArch::kQwen3Dense || EndsWith(name, "linear_attn.norm.weight")
+               ? 1.0 + 0.3 * torch::randn_like(t)
+               : 0.3 * torch::randn_like(t));
     if (EndsWith(name, ".bias") || EndsWith(name, ".dt_bias")) v = 0.5 * torch::randn_like(t);
     if (EndsWith(name, "embed_tokens.weight")) v = torch::randn_like(t);
     w[name] = v;
@@ -129,9 +131,9 @@ void NormInPlace(std::vector<double>& v, size_t offset, size_t n, const std::vec
 }
 
 struct Reference {
-  TargetConfig c;
+  setup::TargetConfig c;
   Weights w;
-  bool zc() const { return c.arch == TargetArch::kQwen3_5Hybrid; }
+  bool zc() const { return c.arch == setup::TargetArch::kQwen3_5Hybrid; }
   Mat Mt(const std::string& name) const { return ToMat(w.at(name)); }
   std::vector<double> Vec(const std::string& name) const { return ToVec(w.at(name)); }
 
@@ -283,7 +285,7 @@ struct Reference {
     for (std::int64_t l = 0; l <= last; ++l) {
       const std::string p = c.weight_prefix + "layers." + std::to_string(l) + ".";
       const Mat x = Norm(h, p + "input_layernorm.weight");
-      const Mat mixed = c.layer_kinds[l] == TargetLayerKind::kFullAttention ? Attention(x, p + "self_attn.")
+      const Mat mixed = c.layer_kinds[l] == setup::TargetLayerKind::kFullAttention ? Attention(x, p + "self_attn.")
                                                                              : GatedDeltaNet(x, p + "linear_attn.");
       for (size_t t = 0; t < h.size(); ++t)
         for (size_t i = 0; i < h[t].size(); ++i) h[t][i] += mixed[t][i];
@@ -341,7 +343,7 @@ torch::Tensor CuSeqlens(const std::vector<std::int64_t>& lengths) {
   return torch::tensor(cu, torch::kInt);
 }
 
-void CheckAgainstReference(const TargetConfig& c, const std::vector<std::int64_t>& taps, std::uint64_t seed) {
+void CheckAgainstReference(const setup::TargetConfig& c, const std::vector<std::int64_t>& taps, std::uint64_t seed) {
   auto model = RandomizedModel(c, Options(taps, /*full=*/true), seed);
   auto ops = MakeReferenceOps();
   const std::vector<std::int64_t> lengths{13, 9};
@@ -374,7 +376,7 @@ TEST(TargetModel, HybridFeaturesAndLogitsMatchDoubleReference) { CheckAgainstRef
 
 TEST(TargetModel, DenseFeaturesAndLogitsMatchDoubleReference) { CheckAgainstReference(TinyDense(), {1, 2}, 5); }
 
-void CheckPackedEqualsSeparate(const TargetConfig& c, std::uint64_t seed) {
+void CheckPackedEqualsSeparate(const setup::TargetConfig& c, std::uint64_t seed) {
   auto model = RandomizedModel(c, Options({1, c.num_hidden_layers - 1}, true), seed);
   auto ops = MakeReferenceOps();
   torch::manual_seed(seed);
@@ -412,7 +414,7 @@ TEST(TargetModel, SaveHfThenLoadIsBitExact) {
     ASSERT_TRUE(std::filesystem::exists(dir.path() / "config.json"));
     auto loaded = TargetModel::Load(dir.path(), opts);
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-    const TargetConfig& lc = (*loaded)->config();
+    const setup::TargetConfig& lc = (*loaded)->config();
     EXPECT_EQ(lc.weight_prefix, c.weight_prefix);
     EXPECT_EQ(lc.model_type, c.model_type);
     EXPECT_EQ(lc.layer_kinds, c.layer_kinds);
@@ -498,7 +500,8 @@ TEST(TargetModel, RandomInitIsDeterministicInSeed) {
     for (const auto& [name, t] : part->weights()) EXPECT_TRUE(torch::equal(t, a->weights().at(name))) << name;
     // Initial values: neutral norms, A_log = log(U(1, 16)), dt_bias 1, linear weights N(0, 0.02).
     for (const auto& [name, t] : a->weights()) {
-      if (EndsWith(name, "linear_attn.norm.weight") || (EndsWith(name, "norm.weight") && c.arch == TargetArch::kQwen3Dense)) {
+      if (EndsWith(name, "linear_attn.norm.weight") ||
+          (EndsWith(name, "norm.weight") && c.arch == setup::TargetArch::kQwen3Dense)) {
         EXPECT_TRUE(torch::equal(t, torch::ones_like(t))) << name;
       } else if (EndsWith(name, "norm.weight")) {
         EXPECT_TRUE(torch::equal(t, torch::zeros_like(t))) << name;

@@ -40,15 +40,15 @@ constexpr std::int64_t kTokens = 300, kTargetDim = 64, kChannels = 512, kGdnHead
 
 torch::Tensor CuSeqlens() { return torch::tensor({0, 100, 170, 300}, torch::kInt); }
 
-std::vector<OpShape> TestShapes() {
-  return {OpShape::DraftAttention(kContext, kBlocks, kBlock, 0, kHq, kHkv, kDraftDim, false),
-          OpShape::DraftAttention(kContext, kBlocks, kBlock, kWindow, kHq, kHkv, kDraftDim, false),
-          OpShape::DraftAttention(kContext, kBlocks, kBlock, 0, kHq, kHkv, kDraftDim, true),
-          OpShape::DraftAttention(kContext, kBlocks, kBlock, kWindow, kHq, kHkv, kDraftDim, true),
-          OpShape::CausalAttention(kTokens, 1, kHq, kHkv, kTargetDim),
-          OpShape::CausalAttention(kTokens, 3, kHq, kHkv, kTargetDim),
-          OpShape::Conv1d(kTokens, kChannels, 3),
-          OpShape::GatedDeltaRule(kTokens, kGdnHeads, kGdnValueHeads, 3)};
+std::vector<setup::OpShape> TestShapes() {
+  return {setup::OpShape::DraftAttention(kContext, kBlocks, kBlock, 0, kHq, kHkv, kDraftDim, false),
+          setup::OpShape::DraftAttention(kContext, kBlocks, kBlock, kWindow, kHq, kHkv, kDraftDim, false),
+          setup::OpShape::DraftAttention(kContext, kBlocks, kBlock, 0, kHq, kHkv, kDraftDim, true),
+          setup::OpShape::DraftAttention(kContext, kBlocks, kBlock, kWindow, kHq, kHkv, kDraftDim, true),
+          setup::OpShape::CausalAttention(kTokens, 1, kHq, kHkv, kTargetDim),
+          setup::OpShape::CausalAttention(kTokens, 3, kHq, kHkv, kTargetDim),
+          setup::OpShape::Conv1d(kTokens, kChannels, 3),
+          setup::OpShape::GatedDeltaRule(kTokens, kGdnHeads, kGdnValueHeads, 3)};
 }
 
 // One tuned cache and one CachedKernelOps for the whole suite (tuning is the slow part).
@@ -89,7 +89,7 @@ class CachedKernelOpsGpu : public ::testing::Test {
     tuner::TuneOptions t;
     t.budget.max_variants = 4;
     t.seed = 7;
-    auto uses = suite->ops->TuneMissing(TestShapes(), t);
+    auto uses = suite->ops->TuneMissing(setup::KernelRequestsFor(TestShapes()), t);
     if (uses.ok()) suite->uses = *uses;
     suite->tuned = uses.status();
   }
@@ -164,7 +164,7 @@ void CheckDraftAttention(CachedKernelOps& ops, Ops& reference, std::int64_t wind
 }
 
 TEST_F(CachedKernelOpsGpu, PrepareReportsTheProvenanceOfEveryKey) {
-  auto uses = ops().Prepare(TestShapes());
+  auto uses = ops().Prepare(setup::KernelRequestsFor(TestShapes()));
   ASSERT_TRUE(uses.ok()) << uses.status().ToString();
   // draft full fwd+bwd, sliding fwd+bwd, both again for packed rows (doc_bound), causal, doc-causal, conv1d, gdn.
   EXPECT_EQ(uses->size(), 12u);
@@ -235,7 +235,7 @@ TEST_F(CachedKernelOpsGpu, MissingKeyIsNotFoundNamingTheWarmupCommand) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   auto empty_ops = CachedKernelOps::Create(**c, 0);
   ASSERT_TRUE(empty_ops.ok()) << empty_ops.status().ToString();
-  auto prepared = (*empty_ops)->Prepare(TestShapes());
+  auto prepared = (*empty_ops)->Prepare(setup::KernelRequestsFor(TestShapes()));
   ASSERT_FALSE(prepared.ok());
   EXPECT_EQ(prepared.status().code(), ErrorCode::kNotFound);
   const std::string& msg = prepared.status().message();

@@ -1,5 +1,6 @@
 // AdamW (trainer/train/adamw.h) against LibTorch's own torch::optim::AdamW (an independent implementation of the same
-// update) over several steps with changing learning rates; state save/restore continues identically; clipping.
+// update) over several steps with changing learning rates; state save/restore continues identically; clipping; the
+// training loop's Update (divide, clip, step), fused on a GPU.
 #include "trainer/train/adamw.h"
 
 #include <gtest/gtest.h>
@@ -69,6 +70,51 @@ TEST(AdamW, ClipGradNormScalesToTheGlobalNorm) {
   EXPECT_NEAR(b.grad()[0].item<double>(), 0.8, 1e-5);
   EXPECT_NEAR(ClipGradNorm({{"a", a}, {"b", b}}, 10.0), 1.0, 1e-5) << "below the limit: unchanged";
   EXPECT_NEAR(a.grad()[0].item<double>(), 0.6, 1e-5);
+}
+
+// Update = divide by the batch weight, clip, Step; here against those passes done by hand. On a GPU the same
+// update runs through LibTorch's fused AdamW kernel: it must agree with the CPU's separate passes to fp32 rounding.
+TEST(AdamW, UpdateDividesClipsAndStepsOnTheCpuAndFusedOnTheGpu) {
+  torch::manual_seed(9);
+  std::vector<torch::Device> devices = {torch::kCPU};
+  if (torch::cuda::is_available()) devices.emplace_back(torch::kCUDA, 0);
+  for (const double max_norm : {0.0, 0.5, 1e6}) {
+    const auto a0 = torch::randn({64, 3}), b0 = torch::randn({7});
+    std::vector<std::vector<torch::Tensor>> grads;
+    for (int i = 0; i < 4; ++i) grads.push_back({torch::randn({64, 3}) * 30, torch::randn({7}) * 30});
+    // By hand on the CPU: divide, clip, Step.
+    auto ra = a0.clone().requires_grad_(true), rb = b0.clone().requires_grad_(true);
+    AdamWOptions o;
+    o.weight_decay = 0.01;
+    AdamW manual({{"a", ra}, {"b", rb}}, o);
+    std::vector<double> manual_norms;
+    for (int i = 0; i < 4; ++i) {
+      ra.mutable_grad() = grads[i][0].clone() / 12.5;
+      rb.mutable_grad() = grads[i][1].clone() / 12.5;
+      manual_norms.push_back(ClipGradNorm({{"a", ra}, {"b", rb}}, max_norm));
+      manual.Step(1e-2);
+    }
+    for (const auto& device : devices) {
+      auto a = a0.to(device).requires_grad_(true), b = b0.to(device).requires_grad_(true);
+      AdamW ours({{"a", a}, {"b", b}}, o);
+      for (int i = 0; i < 4; ++i) {
+        a.mutable_grad() = grads[i][0].to(device);
+        b.mutable_grad() = grads[i][1].to(device);
+        EXPECT_NEAR(ours.Update(1e-2, 12.5, max_norm), manual_norms[i], 1e-5 * manual_norms[i]) << device;
+        ours.ZeroGrad();
+      }
+      EXPECT_EQ(ours.step(), 4);
+      EXPECT_TRUE(torch::allclose(a.cpu(), ra.detach(), 1e-5, 1e-6)) << device << " max_norm " << max_norm;
+      EXPECT_TRUE(torch::allclose(b.cpu(), rb.detach(), 1e-5, 1e-6)) << device << " max_norm " << max_norm;
+    }
+  }
+  // No weight in the batch: no update, the norm is still reported.
+  auto p = torch::ones({3}).requires_grad_(true);
+  AdamW idle({{"p", p}}, {});
+  p.mutable_grad() = torch::full({3}, 2.0f);
+  EXPECT_GT(idle.Update(1e-2, 0.0, 1.0), 0.0);
+  EXPECT_EQ(idle.step(), 0);
+  EXPECT_TRUE(torch::equal(p.detach(), torch::ones({3})));
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 #include <random>
 #include <sstream>
 
-#include "trainer/checkpoint/model_config.h"
+#include "setup/model_config.h"
 #include "trainer/nn/tensor_io.h"
 #include "trainer/train/train_checkpoint.h"
 #include "train_test_util.h"
@@ -80,6 +80,45 @@ TEST_F(TrainLoop, LossFallsOnLearnableData) {
   for (double l : losses) all += std::to_string(l) + " ";
   EXPECT_LT(last, 0.7 * first) << "first " << first << " last " << last << "; losses: " << all;
   EXPECT_GT(t->last_metrics().accuracy, 0.0);
+}
+
+TEST_F(TrainLoop, EveryStepReportsItsPhasesAndTheProfileModeWritesATrace) {
+  auto o = Options("run");
+  o.max_steps = 4;
+  o.profile_steps = 2;
+  auto t = Make(o);
+  ASSERT_TRUE(t);
+  ASSERT_TRUE(t->Run().ok());
+  std::ifstream f(o.output_dir / "metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(f, line); ++lines) {
+    const auto m = nlohmann::json::parse(line);
+    ASSERT_TRUE(m.contains("phases_ms")) << line;
+    const auto& p = m["phases_ms"];
+    double sum = 0;
+    for (const char* name : {"target_forward", "drafter_forward", "loss", "backward", "grad_sync", "optimizer",
+                             "host"}) {
+      ASSERT_TRUE(p.contains(name)) << name << " in " << line;
+      EXPECT_GE(p[name].get<double>(), 0.0) << name;
+      sum += p[name].get<double>();
+    }
+    // The phases and the host rest make up the step (host clocks on the CPU).
+    EXPECT_NEAR(sum, 1e3 * m["step_time_s"].get<double>(), 1e-3 + 0.01 * sum) << line;
+    EXPECT_GT(p["target_forward"].get<double>(), 0.0);
+    EXPECT_GT(p["backward"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(lines, 4);
+  // Steps 2 and 3 (after the process's first) traced into one Chrome trace.
+  const fs::path trace = o.output_dir / "profile-steps-2-3.json";
+  ASSERT_TRUE(fs::exists(trace)) << log_.str();
+  std::ifstream in(trace);
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << "the trace is not JSON";
+  ASSERT_TRUE(j.contains("traceEvents"));
+  bool saw_mm = false;
+  for (const auto& e : j["traceEvents"]) saw_mm |= e.value("name", "").find("aten::mm") != std::string::npos;
+  EXPECT_TRUE(saw_mm) << "the trace holds no matrix product";
+  EXPECT_NE(log_.str().find("profile: steps 2-3 traced into"), std::string::npos) << log_.str();
 }
 
 TEST_F(TrainLoop, ResumedRunIsBitIdenticalToTheUninterruptedOne) {

@@ -1,7 +1,7 @@
-// RunOpShapes' sides: with the target and the drafter on two GPUs (--target-device-offset) each GPU's backend
-// resolves only its own model's kernels. The two sides must split the one-GPU list exactly: the drafter's side is
-// the drafter attention (full and sliding, padded or packed rows), the target's side everything else, and together
-// they are the one-GPU list in the same order.
+// A run's setup (RunSetup) and its sides: with the target and the drafter on two GPUs (--target-device-offset) each
+// GPU's backend resolves only its own model's kernels. The two sides must split the one-GPU list exactly: the drafter's
+// side is the drafter attention (full and sliding, padded or packed rows), the target's side everything else, and
+// together they are the one-GPU list in the same order.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -13,47 +13,49 @@
 namespace dflash::trainer {
 namespace {
 
-DrafterConfig SlidingAndFullDrafter() {
-  DrafterConfig d;
+setup::DrafterConfig SlidingAndFullDrafter() {
+  setup::DrafterConfig d;
   d.num_attention_heads = 32;
   d.num_key_value_heads = 8;
   d.head_dim = 128;
   d.block_size = 16;
-  d.layer_kinds = {DrafterLayerKind::kSlidingAttention, DrafterLayerKind::kFullAttention};
+  d.layer_kinds = {setup::DrafterLayerKind::kSlidingAttention, setup::DrafterLayerKind::kFullAttention};
   d.sliding_window = 2048;
   return d;
 }
 
 // One line per shape: the op kind and the problems it launches, so two lists compare element by element.
-std::vector<std::string> Describe(const std::vector<OpShape>& shapes) {
+std::vector<std::string> Describe(const std::vector<setup::OpShape>& shapes) {
   std::vector<std::string> out;
   for (const auto& shape : shapes) {
     std::string line = std::to_string(static_cast<int>(shape.op));
-    for (const auto& request : KernelRequestsFor(shape)) line += " " + request.operation + " " + request.problem.dump();
+    for (const auto& request : setup::KernelRequestsFor(shape))
+      line += " " + request.operation + " " + request.problem.dump();
     out.push_back(line);
   }
   return out;
 }
 
-TEST(RunOpShapes, TheTargetAndDrafterSidesSplitTheOneGpuListExactly) {
-  const TargetConfig target = testing::TinyHybridConfig();
-  const DrafterConfig drafter = SlidingAndFullDrafter();
+TEST(RunSetup, TheTargetAndDrafterSidesSplitTheOneGpuListExactly) {
+  const setup::TargetConfig target = testing::TinyHybridConfig();
+  const setup::DrafterConfig drafter = SlidingAndFullDrafter();
   for (const auto mode : {data::RowMode::kPad, data::RowMode::kPack}) {
     TrainOptions options;
     options.max_length = 2048;
     options.num_anchors = 128;
     options.row_mode = mode;
-    const auto both = RunOpShapes(options, target, drafter, OpSide::kBoth);
-    const auto target_side = RunOpShapes(options, target, drafter, OpSide::kTarget);
-    const auto drafter_side = RunOpShapes(options, target, drafter, OpSide::kDrafter);
+    const setup::TrainingSetup run = RunSetup(options, target, drafter);
+    const auto both = setup::OpShapesFor(run, setup::OpSide::kBoth);
+    const auto target_side = setup::OpShapesFor(run, setup::OpSide::kTarget);
+    const auto drafter_side = setup::OpShapesFor(run, setup::OpSide::kDrafter);
     ASSERT_EQ(drafter_side.size(), 2u);  // full and sliding drafter attention
     ASSERT_EQ(target_side.size(), 3u);   // conv1d, gated delta rule, causal attention
-    for (const auto& s : drafter_side) EXPECT_EQ(s.op, OpKind::kDraftAttention);
-    for (const auto& s : target_side) EXPECT_NE(s.op, OpKind::kDraftAttention);
-    std::vector<OpShape> joined = target_side;
+    for (const auto& s : drafter_side) EXPECT_EQ(s.op, setup::OpKind::kDraftAttention);
+    for (const auto& s : target_side) EXPECT_NE(s.op, setup::OpKind::kDraftAttention);
+    std::vector<setup::OpShape> joined = target_side;
     joined.insert(joined.end(), drafter_side.begin(), drafter_side.end());
     EXPECT_EQ(Describe(joined), Describe(both));
-    EXPECT_EQ(Describe(RunOpShapes(options, target, drafter)), Describe(both));  // the default is both sides
+    EXPECT_EQ(Describe(setup::OpShapesFor(run)), Describe(both));  // the default is both sides
   }
 }
 

@@ -133,14 +133,14 @@ TEST(SpecDecode, RandomProposalsStillDecodeExactlyGreedy) {
   EXPECT_GE(report->tau, 1.0);
 }
 
-DrafterConfig TinyDrafterConfig() {
+setup::DrafterConfig TinyDrafterConfig() {
   const nlohmann::json j = {{"hidden_size", 256},     {"intermediate_size", 512}, {"num_hidden_layers", 2},
                             {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 64},
                             {"vocab_size", 1024},     {"rms_norm_eps", 1e-6},      {"rope_theta", 10000000.0},
                             {"block_size", 8},        {"mask_token_id", 1023},     {"num_target_layers", 8},
                             {"sliding_window", 16},
                             {"layer_types", {"sliding_attention", "full_attention"}}};
-  auto c = ParseDrafterConfig(j);
+  auto c = setup::ParseDrafterConfig(j);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   return *c;
 }
@@ -169,7 +169,7 @@ TEST(SpecDecode, DflashDrafterSeesTheTargetFeaturesOfTheCommittedContext) {
   TinyWorld s;
   const auto config = TinyDrafterConfig();
   const TargetModel* target = s.target.get();  // taps {1, 5} = TappedLayers(8, 2), the drafter's
-  ASSERT_EQ(target->taps(), *TappedLayers(8, 2));
+  ASSERT_EQ(target->taps(), *setup::TappedLayers(8, 2));
   auto drafter = Drafter::Create(config, torch::kCPU, 5);
   auto ops = MakeReferenceOps();
   DrafterProposer dflash(*drafter, *target, *ops, torch::kFloat);

@@ -9,9 +9,9 @@
 // The cached run must match the reference in loss and in every parameter's gradient no worse than twice the bf16
 // baseline's error (the FlashAttention test convention: the kernels add no error beyond bf16's own). Once with a
 // padded row, once with a packed row of several documents (--rows pack).
-// Second test: the full-size step (issue 6): the 27B DFlash drafter (tools/bench/configs) on features of a random
-// Qwen3.6-27B-shaped target drawn on the GPU, 4096 tokens, 512 anchors, cached kernels (tuned with a small budget
-// into the shared test cache): it runs, its loss and every gradient are finite and non-zero, and the allocator's
+// Second test: the full-size step (issue 6): the 27B DFlash drafter (setup/presets/dflash-27b.*.json) on features of a
+// random Qwen3.6-27B-shaped target drawn on the GPU, 4096 tokens, 512 anchors, cached kernels (tuned with a small
+// budget into the shared test cache): it runs, its loss and every gradient are finite and non-zero, and the allocator's
 // peak stays under a bound computed from the sizes (weights + fp32 masters and gradients + activations).
 #include <gtest/gtest.h>
 
@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "cache/kernel_cache.h"
-#include "trainer/checkpoint/model_config.h"
+#include "setup/model_config.h"
 #include "trainer/data/batcher.h"
 #include "trainer/data/jsonl_dataset.h"
 #include "trainer/models/drafter.h"
@@ -51,7 +51,7 @@ fs::path TestDir(const std::string& what) {
 struct TunedOps {
   std::unique_ptr<cache::KernelCache> cache;
   std::unique_ptr<CachedKernelOps> ops;
-  ::testing::AssertionResult Tune(const std::vector<OpShape>& shapes, int max_variants, std::uint64_t seed) {
+  ::testing::AssertionResult Tune(const std::vector<setup::OpShape>& shapes, int max_variants, std::uint64_t seed) {
     cache::CacheOptions cache_options;
     cache_options.dir = TestDir("cache");
     auto opened = cache::KernelCache::Open(cache_options);
@@ -63,7 +63,7 @@ struct TunedOps {
     tuner::TuneOptions tune;
     tune.budget.max_variants = max_variants;
     tune.seed = seed;
-    auto uses = ops->TuneMissing(shapes, tune);
+    auto uses = ops->TuneMissing(setup::KernelRequestsFor(shapes), tune);
     if (!uses.ok()) return ::testing::AssertionFailure() << uses.status().ToString();
     return ::testing::AssertionSuccess();
   }
@@ -114,9 +114,9 @@ void ExpectCachedRowMatchesTheCpuReference(data::RowMode rows) {
   TrainOptions options = TinyPresetOptions(preset, work);
   options.row_mode = rows;
 
-  auto target_config = LoadTargetConfig(options.target_dir / "config.json");
+  auto target_config = setup::LoadTargetConfig(options.target_dir / "config.json");
   ASSERT_TRUE(target_config.ok()) << target_config.status().ToString();
-  auto drafter_config = LoadDrafterConfig(options.drafter_config);
+  auto drafter_config = setup::LoadDrafterConfig(options.drafter_config);
   ASSERT_TRUE(drafter_config.ok()) << drafter_config.status().ToString();
   // One set of fp32 masters for all three runs.
   const fs::path drafter_dir = work / "drafter0";
@@ -148,7 +148,8 @@ void ExpectCachedRowMatchesTheCpuReference(data::RowMode rows) {
   }
 
   TunedOps cached;
-  ASSERT_TRUE(cached.Tune(RunOpShapes(options, *target_config, *drafter_config), 4, /*seed=*/7));
+  const auto shapes = setup::OpShapesFor(RunSetup(options, *target_config, *drafter_config));
+  ASSERT_TRUE(cached.Tune(shapes, 4, /*seed=*/7));
 
   auto reference_ops = MakeReferenceOps();
   const StepOutput reference =
@@ -193,10 +194,10 @@ TEST(TrainStepGpu, CachedKernelsMatchTheCpuReferenceOnAPackedRow) {
 
 TEST(TrainStepGpu, FullSizeDrafterStepRunsOnARandom27BShapedTarget) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible to LibTorch (or LibTorch is the CPU build)";
-  const fs::path configs = DFLASH_BENCH_CONFIGS;
-  auto target_config = LoadTargetConfig(configs / "qwen3.6-27b-target.json");
+  const fs::path configs = DFLASH_PRESET_CONFIGS;
+  auto target_config = setup::LoadTargetConfig(configs / "dflash-27b.target.json");
   ASSERT_TRUE(target_config.ok()) << target_config.status().ToString();
-  auto drafter_config = LoadDrafterConfig(configs / "dflash-27b-drafter.json");
+  auto drafter_config = setup::LoadDrafterConfig(configs / "dflash-27b.drafter.json");
   ASSERT_TRUE(drafter_config.ok()) << drafter_config.status().ToString();
   TrainOptions options;
   options.max_length = 4096;
@@ -206,7 +207,8 @@ TEST(TrainStepGpu, FullSizeDrafterStepRunsOnARandom27BShapedTarget) {
   // The tuner's default seed, as `dflash-tune warmup` and `dflash-train --tune-missing` use it. With seed 7 at this
   // shape no variant of the sliding-window backward passed the tuner's correctness gate on the H200 (stop 10; open,
   // kernels/attention/NOTES.md), which this test is not about.
-  ASSERT_TRUE(cached.Tune(RunOpShapes(options, *target_config, *drafter_config), 2, tuner::TuneOptions{}.seed));
+  const auto shapes = setup::OpShapesFor(RunSetup(options, *target_config, *drafter_config));
+  ASSERT_TRUE(cached.Tune(shapes, 2, tuner::TuneOptions{}.seed));
 
   TargetLoadOptions target_options;
   target_options.device = torch::kCUDA;

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "trainer/checkpoint/model_config.h"
+#include "setup/model_config.h"
 #include "trainer/models/target_model.h"
 
 namespace dflash::trainer::testing {
@@ -36,7 +36,7 @@ inline nlohmann::json DrafterJson() {
 // Writes target/, drafter.json and data.jsonl (24 samples of 48 tokens: 4 random prompt tokens, then
 // x[t+1] = (5 x[t] + 3) mod 61 with loss_mask 1) under `root`.
 inline void WriteSmallTrainingSetup(const std::filesystem::path& root) {
-  auto config = ParseTargetConfig(TargetJson(), "test target");
+  auto config = setup::ParseTargetConfig(TargetJson(), "test target");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   TargetLoadOptions options;
   options.dtype = torch::kFloat;

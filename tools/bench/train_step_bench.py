@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Full-size drafter training step on the GPU machine (issue 6): dflash-train with a randomly initialised
-Qwen3.6-27B-shaped target (tools/bench/configs/qwen3.6-27b-target.json, drawn on the GPU; layers after the last tap,
-61, are not built) and the 27B DFlash drafter (configs/dflash-27b-drafter.json: 5 layers, hidden 5120, 32/8 heads,
+Qwen3.6-27B-shaped target (setup/presets/dflash-27b.target.json, drawn on the GPU; layers after the last tap,
+61, are not built) and the 27B DFlash drafter (setup/presets/dflash-27b.drafter.json: 5 layers, hidden 5120, 32/8 heads,
 4 sliding + 1 full layer), rows of --max-length tokens with --anchors anchors, every hot kernel from the cache.
 
 Two runs of the real `dflash-train` binary:
@@ -24,9 +24,11 @@ Usage (GPU machine, repository root; see tools/bench/README.md):
 Dry run (no GPU: writes the data and prints the commands): add --dry-run.
 """
 import argparse
+import gzip
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -119,8 +121,12 @@ def main():
     ap.add_argument("--max-length", type=int, default=4096)
     ap.add_argument("--anchors", type=int, default=512)
     ap.add_argument("--steps", type=int, default=8, help="steps of the warm run (median over steps 2..N)")
-    ap.add_argument("--target-config", default=os.path.join(HERE, "configs", "qwen3.6-27b-target.json"))
-    ap.add_argument("--drafter-config", default=os.path.join(HERE, "configs", "dflash-27b-drafter.json"))
+    ap.add_argument("--profile-steps", type=int, default=0,
+                    help="P > 0: the warm run traces steps 2..P+1 (dflash-train --profile-steps; the trace, gzipped, "
+                         "goes to --out) and the median is taken over the steps after them")
+    presets = os.path.join(HERE, "..", "..", "setup", "presets")  # the configs of `dflash-tune warmup --preset dflash-27b`
+    ap.add_argument("--target-config", default=os.path.join(presets, "dflash-27b.target.json"))
+    ap.add_argument("--drafter-config", default=os.path.join(presets, "dflash-27b.drafter.json"))
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for logs and train_step_bench.json")
     ap.add_argument("--nproc-per-node", type=int, default=1,
                     help="N > 1: also a warm run of N data-parallel ranks (batch 1 each) and the scaling efficiency")
@@ -128,8 +134,9 @@ def main():
                     help="K > 0: also a warm single-rank run with the target on cuda:K")
     ap.add_argument("--dry-run", action="store_true")
     a = ap.parse_args()
-    if a.steps < 2:
-        sys.exit("train_step_bench: --steps must be >= 2 (the first step is reported separately)")
+    if a.steps < 2 + a.profile_steps:
+        sys.exit("train_step_bench: --steps must be >= 2 + --profile-steps (the first step and the traced ones are "
+                 "reported separately)")
 
     with open(a.drafter_config) as f:
         drafter = json.load(f)
@@ -156,7 +163,8 @@ def main():
     if rc != 0:
         print(cold_text[-4000:])
         sys.exit(f"train_step_bench: the cold run failed (exit {rc}); log in {a.out}/train_step_cold.log")
-    rc, warm_text, warm_wall = run(common + ["--output", warm_dir, "--max-steps", str(a.steps)],
+    profile = ["--profile-steps", str(a.profile_steps)] if a.profile_steps > 0 else []
+    rc, warm_text, warm_wall = run(common + profile + ["--output", warm_dir, "--max-steps", str(a.steps)],
                                    os.path.join(a.out, "train_step_warm.log"), a.dry_run,
                                    os.path.join(warm_dir, "metrics.jsonl"), a.steps)
     if a.dry_run:
@@ -165,7 +173,12 @@ def main():
         print(warm_text[-4000:])
         sys.exit(f"train_step_bench: the warm run failed (exit {rc}); log in {a.out}/train_step_warm.log")
     steps = read_steps(warm_dir)
-    step_s, tokens_per_s = steady(steps)
+    step_s, tokens_per_s = steady(steps, skip=1 + a.profile_steps)
+    phases = phase_medians(steps, skip=1 + a.profile_steps)
+    traces = [f for f in os.listdir(warm_dir) if f.startswith("profile-steps-")] if a.profile_steps > 0 else []
+    for f in traces:
+        with open(os.path.join(warm_dir, f), "rb") as src, gzip.open(os.path.join(a.out, f + ".gz"), "wb") as dst:
+            shutil.copyfileobj(src, dst)
     result = {
         "shape": {"max_length": a.max_length, "anchors": a.anchors, "target": os.path.basename(a.target_config),
                   "drafter": os.path.basename(a.drafter_config)},
@@ -180,6 +193,8 @@ def main():
         "drafter_block_tokens_per_s": a.anchors * drafter["block_size"] / step_s,
         "peak_memory_gib": max(s["peak_memory_bytes"] for s in steps) / 2 ** 30,
         "loss_first_last": [steps[0]["loss"], steps[-1]["loss"]],
+        "phases_ms": phases,
+        "profile_traces": [f + ".gz" for f in traces],
     }
     extra = []  # (name, command options, output folder)
     if a.nproc_per_node > 1:
@@ -214,7 +229,7 @@ def main():
           f"(27B random init {w.get('target_init_s', float('nan')):.1f} s) |")
     print(f"| warm: process start -> first step done | {w.get('first_step_done_s', float('nan')):.1f} s |")
     print(f"| first step | {steps[0]['step_time_s'] * 1e3:.0f} ms |")
-    print(f"| median step (2..{len(steps)}) | {step_s * 1e3:.0f} ms |")
+    print(f"| median step ({2 + a.profile_steps}..{len(steps)}) | {step_s * 1e3:.0f} ms |")
     print(f"| tokens/s (target context tokens) | {tokens_per_s:.0f} |")
     print(f"| peak GPU memory (allocator) | {result['peak_memory_gib']:.1f} GiB |")
     print(f"| loss first / last step | {steps[0]['loss']:.3f} / {steps[-1]['loss']:.3f} |")
@@ -232,6 +247,12 @@ def main():
               f"{p['median_step_s'] * 1e3:.0f} ms (peak {p['peak_memory_gib']:.1f} GiB on the drafter's GPU) |")
     elif p:
         print(f"| target on cuda:{a.target_device_offset} | {p['error']} |")
+    if phases:
+        print("\n| phase (median ms, CUDA events) | " + " | ".join(phases) + " |")
+        print("|---|" + "---|" * len(phases))
+        print("| dflash-train | " + " | ".join(f"{v:.1f}" for v in phases.values()) + " |")
+    for f in traces:
+        print(f"profile trace: {a.out}/{f}.gz (ui.perfetto.dev or chrome://tracing)")
 
 
 def read_steps(run_dir):
@@ -239,9 +260,17 @@ def read_steps(run_dir):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def steady(steps):
-    """Median step time and tokens/s over steps 2..N (the first step warms up)."""
-    later = steps[1:]
+def phase_medians(steps, skip):
+    """Median milliseconds of each phase (metrics.jsonl "phases_ms") over the steps after the first `skip`."""
+    later = [s["phases_ms"] for s in steps[skip:] if "phases_ms" in s]
+    if not later:
+        return {}
+    return {name: statistics.median(p[name] for p in later) for name in later[0]}
+
+
+def steady(steps, skip=1):
+    """Median step time and tokens/s over the steps after the first `skip` (the first step warms up)."""
+    later = steps[skip:]
     step_s = statistics.median(s["step_time_s"] for s in later)
     return step_s, statistics.median(s["tokens"] for s in later) / step_s
 

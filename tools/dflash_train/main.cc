@@ -88,6 +88,10 @@ void AddTrainOptions(CLI::App& app, TrainOptions& o, std::string& row_mode, std:
   app.add_option("--save-every", o.save_every, "Checkpoint every N steps (0: at the end only)")->capture_default_str();
   app.add_option("--keep", o.keep_checkpoints, "Checkpoints kept")->capture_default_str();
   app.add_option("--log-every", o.log_every, "Progress line every N steps")->capture_default_str();
+  app.add_option("--profile-steps", o.profile_steps,
+                 "Trace every operation and kernel of N steps (after the first) into --output as a Chrome trace "
+                 "(ui.perfetto.dev, chrome://tracing); 0: off")
+      ->capture_default_str();
   app.add_flag("--resume", o.resume, "Continue the run in --output from its latest checkpoint");
   app.add_option("--dist-timeout", o.dist_timeout_s,
                  "Several ranks: seconds any collective (and the rendezvous) may wait before the run fails; "
@@ -118,7 +122,7 @@ int Train(const TrainOptions& options) {
   std::signal(SIGTERM, OnSignal);
   const Status s = (*trainer)->Run();
   if (!s.ok()) {
-    if (s.message().rfind("stopped by a signal", 0) == 0) {
+    if (s.code() == dflash::ErrorCode::kCancelled) {
       Log() << "\n" << Prefix() << s.message() << "\n";
       return kExitStopped;
     }

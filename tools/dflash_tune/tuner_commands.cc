@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/presets.h"
+#include "setup/presets.h"
 #include "kernels/registry.h"
 #include "cli_common.h"
 #include "tuner/nvrtc_compiler.h"
@@ -102,26 +102,27 @@ class Progress {
 int Warmup(const GlobalOptions& g, const WarmupArgs& a) {
   const auto started = std::chrono::steady_clock::now();
   // Problem set.
-  std::vector<kernels::WorkItem> items;
+  std::vector<setup::KernelRequest> items;
   std::vector<std::string> notes;
   if (!a.problems.empty()) {
     for (const auto& p : a.problems) {
-      auto item = kernels::ParseProblemArg(p);
+      auto item = setup::ParseProblemArg(p);
       if (!item.ok()) return Fail(item.status().message());
       items.push_back(*item);
     }
   }
   if (!a.config_file.empty() || !a.preset.empty() || a.problems.empty()) {
-    auto shapes = !a.config_file.empty() ? kernels::ShapesFromConfigFile(a.config_file)
-                                          : kernels::PresetShapes(a.preset.empty() ? "dflash-27b" : a.preset);
-    if (!shapes.ok()) return Fail(shapes.status().message());
-    auto derived = kernels::ProblemsFor(*shapes, &notes);
+    auto training = !a.config_file.empty() ? setup::SetupFromConfigFile(a.config_file)
+                                           : setup::Preset(a.preset.empty() ? "dflash-27b" : a.preset);
+    if (!training.ok()) return Fail(training.status().message());
+    auto derived = setup::KernelRequestsFor(*training);
     if (!derived.ok()) return Fail(derived.status().message());
-    items.insert(items.end(), derived->begin(), derived->end());
+    items.insert(items.end(), derived->requests.begin(), derived->requests.end());
+    notes.insert(notes.end(), derived->notes.begin(), derived->notes.end());
   }
   for (const auto& it : items) {
     if (auto b = it.family->Bucket(it.problem); !b.ok()) {
-      return Fail("problem for " + std::string(it.family->name()) + " (" + it.what + ")", b.status());
+      return Fail("problem for " + std::string(it.family->name()) + " (" + it.operation + ")", b.status());
     }
   }
   // Devices and arch.

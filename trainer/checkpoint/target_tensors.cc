@@ -9,18 +9,18 @@ TensorSpec Spec(std::string name, std::vector<std::int64_t> shape) {
 
 }  // namespace
 
-std::string TargetEmbeddingName(const TargetConfig& c) { return c.weight_prefix + "embed_tokens.weight"; }
+std::string TargetEmbeddingName(const setup::TargetConfig& c) { return c.weight_prefix + "embed_tokens.weight"; }
 
-std::string TargetLmHeadName(const TargetConfig& c) {
+std::string TargetLmHeadName(const setup::TargetConfig& c) {
   return c.tie_word_embeddings ? TargetEmbeddingName(c) : "lm_head.weight";
 }
 
-std::vector<TensorSpec> TargetLayerTensors(const TargetConfig& c, std::int64_t layer) {
+std::vector<TensorSpec> TargetLayerTensors(const setup::TargetConfig& c, std::int64_t layer) {
   const std::string p = c.weight_prefix + "layers." + std::to_string(layer) + ".";
   const std::int64_t h = c.hidden_size;
   std::vector<TensorSpec> out;
   out.push_back(Spec(p + "input_layernorm.weight", {h}));
-  const bool full = c.layer_kinds.at(static_cast<std::size_t>(layer)) == TargetLayerKind::kFullAttention;
+  const bool full = c.layer_kinds.at(static_cast<std::size_t>(layer)) == setup::TargetLayerKind::kFullAttention;
   if (full) {
     const std::int64_t q = c.num_attention_heads * c.head_dim;
     const std::int64_t kv = c.num_key_value_heads * c.head_dim;
@@ -59,7 +59,7 @@ std::vector<TensorSpec> TargetLayerTensors(const TargetConfig& c, std::int64_t l
   return out;
 }
 
-Result<std::vector<TensorSpec>> TargetTensorsNeeded(const TargetConfig& c, std::int64_t last_layer) {
+Result<std::vector<TensorSpec>> TargetTensorsNeeded(const setup::TargetConfig& c, std::int64_t last_layer) {
   if (last_layer < 0 || last_layer >= c.num_hidden_layers) {
     return InvalidArgument("last tapped layer " + std::to_string(last_layer) + " is outside the target's " +
                            std::to_string(c.num_hidden_layers) + " layers");

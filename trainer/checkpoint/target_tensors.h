@@ -12,17 +12,17 @@
 
 #include "base/status.h"
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/checkpoint/model_config.h"
+#include "setup/model_config.h"
 
 namespace dflash::trainer {
 
 // Weights of one decoder layer of the target.
-std::vector<TensorSpec> TargetLayerTensors(const TargetConfig& config, std::int64_t layer);
+std::vector<TensorSpec> TargetLayerTensors(const setup::TargetConfig& config, std::int64_t layer);
 // Everything needed to run layers 0..last_layer and use the embedding and lm_head. InvalidArgument when last_layer is
 // outside [0, num_hidden_layers).
-Result<std::vector<TensorSpec>> TargetTensorsNeeded(const TargetConfig& config, std::int64_t last_layer);
+Result<std::vector<TensorSpec>> TargetTensorsNeeded(const setup::TargetConfig& config, std::int64_t last_layer);
 // The name of the embedding and of the output head ("lm_head.weight", or the embedding when tied).
-std::string TargetEmbeddingName(const TargetConfig& config);
-std::string TargetLmHeadName(const TargetConfig& config);
+std::string TargetEmbeddingName(const setup::TargetConfig& config);
+std::string TargetLmHeadName(const setup::TargetConfig& config);
 
 }  // namespace dflash::trainer

@@ -9,7 +9,7 @@
 
 namespace dflash::trainer {
 
-std::vector<Drafter::ParamSpec> Drafter::Layout(const DrafterConfig& c) {
+std::vector<Drafter::ParamSpec> Drafter::Layout(const setup::DrafterConfig& c) {
   const std::int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
   const std::int64_t q_out = c.num_attention_heads * D, kv_out = c.num_key_value_heads * D;
   const auto taps = static_cast<std::int64_t>(c.target_layer_ids.size());
@@ -32,7 +32,7 @@ std::vector<Drafter::ParamSpec> Drafter::Layout(const DrafterConfig& c) {
   return out;
 }
 
-Result<std::unique_ptr<Drafter>> Drafter::Build(DrafterConfig config, torch::Device device,
+Result<std::unique_ptr<Drafter>> Drafter::Build(setup::DrafterConfig config, torch::Device device,
                                                 const ParamSource& source) {
   std::unique_ptr<Drafter> d(new Drafter(std::move(config)));
   for (const ParamSpec& spec : Layout(d->config_)) {
@@ -58,7 +58,7 @@ Result<std::unique_ptr<Drafter>> Drafter::Build(DrafterConfig config, torch::Dev
   return d;
 }
 
-std::unique_ptr<Drafter> Drafter::Create(const DrafterConfig& config, torch::Device device, std::uint64_t seed) {
+std::unique_ptr<Drafter> Drafter::Create(const setup::DrafterConfig& config, torch::Device device, std::uint64_t seed) {
   auto resolved = ResolveDrafterConfig(config);
   TORCH_CHECK(resolved.ok(), resolved.status().message());
   // Drawn on `device` in Layout order from one generator (init_generator.h: the same weights on every device of one
@@ -76,8 +76,8 @@ std::unique_ptr<Drafter> Drafter::Create(const DrafterConfig& config, torch::Dev
 torch::Tensor Drafter::Forward(const torch::Tensor& features, const torch::Tensor& block_tokens,
                                const torch::Tensor& block_positions, const torch::Tensor& context_positions,
                                const DraftMask& mask, const torch::Tensor& embed, torch::Dtype compute_dtype,
-                               Ops& ops) const {
-  const DrafterConfig& c = config_;
+                               DrafterOps& ops) const {
+  const setup::DrafterConfig& c = config_;
   const std::int64_t H = c.hidden_size, D = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   TORCH_CHECK(features.dim() == 2 && features.size(1) == num_taps() * H, "drafter: features must be [S, ",
               num_taps() * H, "], got ", features.sizes());
@@ -120,7 +120,7 @@ torch::Tensor Drafter::Forward(const torch::Tensor& features, const torch::Tenso
     q = nn::ApplyRope(q, rope_q);
     k = nn::ApplyRope(k, rope_kv);
     DraftMask layer_mask = mask;
-    layer_mask.window = c.layer_kinds[i] == DrafterLayerKind::kSlidingAttention ? *c.sliding_window : 0;
+    layer_mask.window = c.layer_kinds[i] == setup::DrafterLayerKind::kSlidingAttention ? *c.sliding_window : 0;
     const auto attn = ops.DraftAttention(q, k, v, layer_mask, scale).reshape({rows, Hq * D});
     h = h + nn::Linear(attn, l.o_proj);
     h = h + nn::SwiGluMlp(norm(h, l.post_attention_layernorm), l.gate_proj, l.up_proj, l.down_proj);

@@ -7,7 +7,7 @@
 //   out = norm(h)
 // The drafter has no embedding or lm_head of its own: the target's frozen ones are passed in.
 // Who may call: the training loop, checkpointing, tests. Thread-safety: Forward may run on one thread at a time per
-// Ops object; the parameters are shared tensors (the optimizer updates them in place between steps).
+// DrafterOps object; the parameters are shared tensors (the optimizer updates them in place between steps).
 #pragma once
 
 #include <torch/torch.h>
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "trainer/checkpoint/model_config.h"
+#include "setup/model_config.h"
 #include "trainer/ops/ops.h"
 
 namespace dflash::trainer {
@@ -34,7 +34,7 @@ class Drafter {
   // the CPU) by casting weights (nn::Linear does that), so gradients land in the fp32 masters.
   // The config goes through ResolveDrafterConfig (drafter_config.h: target_layer_ids derived from num_target_layers
   // when absent, so the feature width is known); an inconsistent config is a TORCH_CHECK failure with its message.
-  static std::unique_ptr<Drafter> Create(const DrafterConfig& config, torch::Device device, std::uint64_t seed);
+  static std::unique_ptr<Drafter> Create(const setup::DrafterConfig& config, torch::Device device, std::uint64_t seed);
 
   // Reads `dir`/config.json and `dir`/model.safetensors (or a sharded index) in the public layout; every tensor must
   // be present with its exact shape (any float dtype; converted to fp32 masters). NotFound / InvalidArgument naming
@@ -43,7 +43,7 @@ class Drafter {
   // Writes `dir`/model.safetensors (tensors in `dtype`) and `dir`/config.json, each atomically; creates `dir`.
   Status Save(const std::filesystem::path& dir, torch::Dtype dtype = torch::kBFloat16) const;
 
-  const DrafterConfig& config() const { return config_; }
+  const setup::DrafterConfig& config() const { return config_; }
   // Number of target layers tapped (config().target_layer_ids.size()); features are [S, num_taps() * hidden].
   std::int64_t num_taps() const { return static_cast<std::int64_t>(config_.target_layer_ids.size()); }
   // Ordered (name, parameter) list with the public names; the optimizer and checkpoints use it.
@@ -57,7 +57,7 @@ class Drafter {
   torch::Tensor Forward(const torch::Tensor& features, const torch::Tensor& block_tokens,
                         const torch::Tensor& block_positions, const torch::Tensor& context_positions,
                         const DraftMask& mask, const torch::Tensor& embed, torch::Dtype compute_dtype,
-                        Ops& ops) const;
+                        DrafterOps& ops) const;
 
  private:
   // One parameter of the public layout, in named_parameters() order.
@@ -73,12 +73,13 @@ class Drafter {
         gate_proj, up_proj, down_proj;
   };
 
-  explicit Drafter(DrafterConfig config) : config_(std::move(config)) {}
-  static std::vector<ParamSpec> Layout(const DrafterConfig& config);
+  explicit Drafter(setup::DrafterConfig config) : config_(std::move(config)) {}
+  static std::vector<ParamSpec> Layout(const setup::DrafterConfig& config);
   // `config` must come from ResolveDrafterConfig (drafter_config.h).
-  static Result<std::unique_ptr<Drafter>> Build(DrafterConfig config, torch::Device device, const ParamSource& source);
+  static Result<std::unique_ptr<Drafter>> Build(setup::DrafterConfig config, torch::Device device,
+                                                const ParamSource& source);
 
-  DrafterConfig config_;
+  setup::DrafterConfig config_;
   std::vector<std::pair<std::string, torch::Tensor>> params_;  // the leaves; the handles below share them
   torch::Tensor fc_, hidden_norm_, norm_;
   std::vector<Layer> layers_;

@@ -20,8 +20,8 @@ Status Bad(const std::string& what) { return InvalidArgument("drafter config: " 
 
 }  // namespace
 
-Result<DrafterConfig> ResolveDrafterConfig(const DrafterConfig& config) {
-  DrafterConfig c = config;
+Result<setup::DrafterConfig> ResolveDrafterConfig(const setup::DrafterConfig& config) {
+  setup::DrafterConfig c = config;
   if (c.hidden_size <= 0 || c.intermediate_size <= 0 || c.num_hidden_layers <= 0 || c.head_dim <= 0 ||
       c.num_attention_heads <= 0 || c.num_key_value_heads <= 0) {
     return Bad("hidden_size, intermediate_size, num_hidden_layers, head_dim and the head counts must be positive");
@@ -37,13 +37,13 @@ Result<DrafterConfig> ResolveDrafterConfig(const DrafterConfig& config) {
   if (c.mask_token_id < 0 || (c.vocab_size > 0 && c.mask_token_id >= c.vocab_size)) {
     return Bad("mask_token_id " + S(c.mask_token_id) + " is outside the vocabulary");
   }
-  if (c.layer_kinds.empty()) c.layer_kinds.assign(c.num_hidden_layers, DrafterLayerKind::kFullAttention);
+  if (c.layer_kinds.empty()) c.layer_kinds.assign(c.num_hidden_layers, setup::DrafterLayerKind::kFullAttention);
   if (static_cast<std::int64_t>(c.layer_kinds.size()) != c.num_hidden_layers) {
     return Bad(S(static_cast<std::int64_t>(c.layer_kinds.size())) + " layer kinds for " +
                            S(c.num_hidden_layers) + " layers");
   }
   for (auto kind : c.layer_kinds) {
-    if (kind == DrafterLayerKind::kSlidingAttention && !(c.sliding_window && *c.sliding_window > 0)) {
+    if (kind == setup::DrafterLayerKind::kSlidingAttention && !(c.sliding_window && *c.sliding_window > 0)) {
       return Bad("sliding_attention layers need a positive sliding_window");
     }
   }
@@ -51,17 +51,17 @@ Result<DrafterConfig> ResolveDrafterConfig(const DrafterConfig& config) {
     if (!c.num_target_layers) {
       return Bad("neither target_layer_ids nor num_target_layers is set: the feature width is unknown");
     }
-    DFLASH_ASSIGN_OR_RETURN(c.target_layer_ids, TappedLayers(*c.num_target_layers, c.num_hidden_layers));
+    DFLASH_ASSIGN_OR_RETURN(c.target_layer_ids, setup::TappedLayers(*c.num_target_layers, c.num_hidden_layers));
   }
   return c;
 }
 
-nlohmann::ordered_json DrafterConfigJson(const DrafterConfig& c, torch::Dtype dtype) {
+nlohmann::ordered_json DrafterConfigJson(const setup::DrafterConfig& c, torch::Dtype dtype) {
   using json = nlohmann::ordered_json;
   json layer_types = json::array();
   bool any_sliding = false;
   for (auto kind : c.layer_kinds) {
-    const bool sliding = kind == DrafterLayerKind::kSlidingAttention;
+    const bool sliding = kind == setup::DrafterLayerKind::kSlidingAttention;
     any_sliding |= sliding;
     layer_types.push_back(sliding ? "sliding_attention" : "full_attention");
   }

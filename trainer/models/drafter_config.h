@@ -14,15 +14,15 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
-#include "trainer/checkpoint/model_config.h"
+#include "setup/model_config.h"
 
 namespace dflash::trainer {
 
 // InvalidArgument naming the field for an inconsistent config, or when neither target_layer_ids nor
 // num_target_layers is known (the feature width would be unknown).
-Result<DrafterConfig> ResolveDrafterConfig(const DrafterConfig& config);
+Result<setup::DrafterConfig> ResolveDrafterConfig(const setup::DrafterConfig& config);
 
 // `dtype` is the dtype of the saved weights ("dtype": "bfloat16" / "float16" / "float32").
-nlohmann::ordered_json DrafterConfigJson(const DrafterConfig& config, torch::Dtype dtype);
+nlohmann::ordered_json DrafterConfigJson(const setup::DrafterConfig& config, torch::Dtype dtype);
 
 }  // namespace dflash::trainer

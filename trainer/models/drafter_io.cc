@@ -20,7 +20,7 @@ Status Drafter::Save(const std::filesystem::path& dir, torch::Dtype dtype) const
 }
 
 Result<std::unique_ptr<Drafter>> Drafter::Load(const std::filesystem::path& dir, torch::Device device) {
-  DFLASH_ASSIGN_OR_RETURN(DrafterConfig parsed, LoadDrafterConfig(dir));
+  DFLASH_ASSIGN_OR_RETURN(setup::DrafterConfig parsed, setup::LoadDrafterConfig(dir));
   auto resolved = ResolveDrafterConfig(parsed);
   if (!resolved.ok()) return resolved.status().WithContext((dir / "config.json").string());
   DFLASH_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));

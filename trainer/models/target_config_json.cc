@@ -7,8 +7,8 @@
 
 namespace dflash::trainer {
 
-nlohmann::json TargetConfigJson(const TargetConfig& c) {
-  const bool hybrid = c.arch == TargetArch::kQwen3_5Hybrid;
+nlohmann::json TargetConfigJson(const setup::TargetConfig& c) {
+  const bool hybrid = c.arch == setup::TargetArch::kQwen3_5Hybrid;
   nlohmann::json text = {
       {"model_type", hybrid ? "qwen3_5_text" : "qwen3"},
       {"hidden_size", c.hidden_size},
@@ -31,7 +31,7 @@ nlohmann::json TargetConfigJson(const TargetConfig& c) {
   }
   nlohmann::json types = nlohmann::json::array();
   for (auto kind : c.layer_kinds) {
-    types.push_back(kind == TargetLayerKind::kFullAttention ? "full_attention" : "linear_attention");
+    types.push_back(kind == setup::TargetLayerKind::kFullAttention ? "full_attention" : "linear_attention");
   }
   text["layer_types"] = types;
   text["full_attention_interval"] = c.full_attention_interval;
@@ -53,7 +53,7 @@ nlohmann::json TargetConfigJson(const TargetConfig& c) {
           {"text_config", text}};
 }
 
-Status WriteTargetConfig(const std::filesystem::path& path, const TargetConfig& config) {
+Status WriteTargetConfig(const std::filesystem::path& path, const setup::TargetConfig& config) {
   return AtomicWriteText(path, TargetConfigJson(config).dump(2) + "\n");
 }
 

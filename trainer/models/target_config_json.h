@@ -11,13 +11,13 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
-#include "trainer/checkpoint/model_config.h"
+#include "setup/model_config.h"
 
 namespace dflash::trainer {
 
-nlohmann::json TargetConfigJson(const TargetConfig& config);
+nlohmann::json TargetConfigJson(const setup::TargetConfig& config);
 
 // Writes TargetConfigJson(config), indented, to `path` atomically.
-Status WriteTargetConfig(const std::filesystem::path& path, const TargetConfig& config);
+Status WriteTargetConfig(const std::filesystem::path& path, const setup::TargetConfig& config);
 
 }  // namespace dflash::trainer

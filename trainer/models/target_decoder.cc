@@ -10,9 +10,9 @@
 
 namespace dflash::trainer {
 
-// The Ops the model's decoder layers run through during one Extend of `tokens` tokens per sequence: every call
+// The TargetOps the model's decoder layers run through during one Extend of `tokens` tokens per sequence: every call
 // continues the selected layer's state. All rows of a call are [batch * tokens] (sequence-major).
-class TargetDecoder::LayerOps final : public Ops {
+class TargetDecoder::LayerOps final : public TargetOps {
  public:
   LayerOps(std::int64_t batch, std::int64_t tokens) : batch_(batch), tokens_(tokens) {}
 
@@ -20,13 +20,6 @@ class TargetDecoder::LayerOps final : public Ops {
   void Select(LayerState* state, LayerRollback* rollback) {
     state_ = state;
     rollback_ = rollback;
-  }
-
-  std::string name() const override { return "target-decoder"; }
-
-  torch::Tensor DraftAttention(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, const DraftMask&,
-                               double) override {
-    TORCH_CHECK(false, "TargetDecoder: the target has no draft attention");
   }
 
   // Appends k, v to the cache; query i of each sequence (position past + i) sees cache rows <= past + i.
@@ -112,7 +105,7 @@ DecodeOutput TargetDecoder::Extend(const torch::Tensor& tokens, bool keep_rollba
   TORCH_CHECK(ids.size(0) == batch_ && ids.size(1) >= 1, "TargetDecoder::Extend: tokens ", tokens.sizes(),
               " for a batch of ", batch_);
   const std::int64_t t = ids.size(1);
-  const TargetConfig& c = model_.config();
+  const setup::TargetConfig& c = model_.config();
   const auto& embed = model_.embed_tokens();
   const auto flat_ids = ids.to(embed.device()).reshape({-1});
   TORCH_CHECK(flat_ids.min().item<std::int64_t>() >= 0 && flat_ids.max().item<std::int64_t>() < c.vocab_size,
@@ -185,10 +178,10 @@ void TargetDecoder::Truncate(std::int64_t n) {
   TORCH_CHECK(rollback_start_ >= 0, "TargetDecoder::Truncate: the last Extend kept no rollback record");
   TORCH_CHECK(n >= rollback_start_ && n <= length_, "TargetDecoder::Truncate: ", n, " is outside [", rollback_start_,
               ", ", length_, "], the range the rollback record covers");
-  const TargetConfig& c = model_.config();
+  const setup::TargetConfig& c = model_.config();
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     LayerState& s = layers_[i];
-    if (c.layer_kinds[i] == TargetLayerKind::kFullAttention) {
+    if (c.layer_kinds[i] == setup::TargetLayerKind::kFullAttention) {
       s.k = s.k.narrow(1, 0, n);
       s.v = s.v.narrow(1, 0, n);
     } else {

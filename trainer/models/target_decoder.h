@@ -1,7 +1,7 @@
 // TargetDecoder: token-by-token (and block-by-block) decoding of a TargetModel with carried state, for speculative
 // decoding evaluation (spec dflash-training.md §7) and greedy data generation. It runs the model's own decoder
-// layers (target_layers.h) through a private stateful Ops, so the math is the model's: per gated-delta-net layer the
-// conv state (the last W-1 qkv inputs) and the fp32 recurrent state [HV, K, V] (gated_delta_chunk.h), per full
+// layers (target_layers.h) through a private stateful TargetOps, so the math is the model's: per gated-delta-net layer
+// the conv state (the last W-1 qkv inputs) and the fp32 recurrent state [HV, K, V] (gated_delta_chunk.h), per full
 // attention layer the K/V cache (after norms and RoPE). A batch of sequences advances in lockstep (all the same
 // length): one speculative stream uses batch 1, data generation many.
 // Extend(tokens) consumes the tokens at positions length() ... and returns per token the fp32 logits and the tapped
@@ -69,7 +69,7 @@ class TargetDecoder {
   void Truncate(std::int64_t n);
 
  private:
-  class LayerOps;  // the stateful Ops the model's layers run through (target_decoder.cc)
+  class LayerOps;  // the stateful TargetOps the model's layers run through (target_decoder.cc)
   struct LayerRollback {
     torch::Tensor conv_inputs;  // [batch, W - 1 + T, C]: the conv state before the call, then the call's inputs
     GatedDeltaTrace trace;

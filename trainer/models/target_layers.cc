@@ -17,8 +17,8 @@ torch::Tensor Project(const torch::Tensor& x, const std::string& name, const Tar
 
 }  // namespace
 
-nn::NormKind TargetNormKind(const TargetConfig& c) {
-  return c.arch == TargetArch::kQwen3_5Hybrid ? nn::NormKind::kZeroCentred : nn::NormKind::kStandard;
+nn::NormKind TargetNormKind(const setup::TargetConfig& c) {
+  return c.arch == setup::TargetArch::kQwen3_5Hybrid ? nn::NormKind::kZeroCentred : nn::NormKind::kStandard;
 }
 
 const torch::Tensor& TargetWeight(const TargetWeights& weights, const std::string& name) {
@@ -27,7 +27,7 @@ const torch::Tensor& TargetWeight(const TargetWeights& weights, const std::strin
   return it->second;
 }
 
-std::int64_t TargetRotaryDim(const TargetConfig& c) {
+std::int64_t TargetRotaryDim(const setup::TargetConfig& c) {
   return static_cast<std::int64_t>(static_cast<double>(c.head_dim) * c.partial_rotary_factor);
 }
 
@@ -52,7 +52,7 @@ torch::Tensor DocumentPositions(const torch::Tensor& cu_seqlens, std::int64_t to
 }
 
 torch::Tensor TargetGatedDeltaNet(const torch::Tensor& x, const std::string& a, const TargetForwardContext& ctx) {
-  const TargetConfig& c = ctx.config;
+  const setup::TargetConfig& c = ctx.config;
   const std::int64_t t = x.size(0);
   const std::int64_t key_dim = c.linear_num_key_heads * c.linear_key_head_dim;
   const std::int64_t value_dim = c.linear_num_value_heads * c.linear_value_head_dim;
@@ -80,7 +80,7 @@ torch::Tensor TargetGatedDeltaNet(const torch::Tensor& x, const std::string& a, 
 }
 
 torch::Tensor TargetFullAttention(const torch::Tensor& x, const std::string& a, const TargetForwardContext& ctx) {
-  const TargetConfig& c = ctx.config;
+  const setup::TargetConfig& c = ctx.config;
   const std::int64_t t = x.size(0), hq = c.num_attention_heads, hkv = c.num_key_value_heads, d = c.head_dim;
   const auto kind = TargetNormKind(c);
 
@@ -108,11 +108,11 @@ torch::Tensor TargetFullAttention(const torch::Tensor& x, const std::string& a, 
 }
 
 torch::Tensor TargetDecoderLayer(const torch::Tensor& h, std::int64_t layer, const TargetForwardContext& ctx) {
-  const TargetConfig& c = ctx.config;
+  const setup::TargetConfig& c = ctx.config;
   const std::string p = c.weight_prefix + "layers." + std::to_string(layer) + ".";
   const auto kind = TargetNormKind(c);
   const auto x = nn::RmsNorm(h, TargetWeight(ctx.weights, p + "input_layernorm.weight"), c.rms_norm_eps, kind);
-  const bool full = c.layer_kinds.at(static_cast<std::size_t>(layer)) == TargetLayerKind::kFullAttention;
+  const bool full = c.layer_kinds.at(static_cast<std::size_t>(layer)) == setup::TargetLayerKind::kFullAttention;
   const auto mixed = full ? TargetFullAttention(x, p + "self_attn.", ctx) : TargetGatedDeltaNet(x, p + "linear_attn.", ctx);
   const auto h1 = h + mixed.to(h.scalar_type());
   const auto y = nn::RmsNorm(h1, TargetWeight(ctx.weights, p + "post_attention_layernorm.weight"), c.rms_norm_eps, kind);

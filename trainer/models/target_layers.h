@@ -6,8 +6,8 @@
 //     * sigmoid(gate), o_proj);
 //   dense (Qwen3): standard RMSNorms, q/k norms, full RoPE, causal attention.
 // Every layer: h + mixer(input_layernorm(h)), then h + SwiGLU(post_attention_layernorm(h)).
-// The hot operations go through Ops (attention, conv1d, delta rule), restarting at every document of cu_seqlens.
-// Who may call: target_model.cc, target_decoder.cc and tests. Thread-safety: pure functions (Ops per thread, see ops.h).
+// The hot operations go through TargetOps (attention, conv1d, delta rule), restarting at every document of cu_seqlens.
+// Who may call: target_model.cc, target_decoder.cc and tests. Thread-safety: pure functions (TargetOps per thread, see ops.h).
 #pragma once
 
 #include <torch/torch.h>
@@ -16,7 +16,7 @@
 #include <map>
 #include <string>
 
-#include "trainer/checkpoint/model_config.h"
+#include "setup/model_config.h"
 #include "trainer/nn/layers.h"
 #include "trainer/ops/ops.h"
 
@@ -26,21 +26,21 @@ using TargetWeights = std::map<std::string, torch::Tensor>;
 
 // What every layer of one forward shares.
 struct TargetForwardContext {
-  const TargetConfig& config;
+  const setup::TargetConfig& config;
   const TargetWeights& weights;
   const torch::Tensor& cu_seqlens;  // int32 [docs + 1] on the CPU, or undefined (one document)
   const nn::RopeTables& rope;       // of the document positions, rotary_dim = TargetRotaryDim(config)
-  Ops& ops;
+  TargetOps& ops;
 };
 
 // The weight `name`; TORCH_CHECK names it when absent.
 const torch::Tensor& TargetWeight(const TargetWeights& weights, const std::string& name);
 
 // Zero-centred for the Qwen3.5 hybrid, standard for Qwen3 dense (every RMSNorm but the delta net's gated one).
-nn::NormKind TargetNormKind(const TargetConfig& config);
+nn::NormKind TargetNormKind(const setup::TargetConfig& config);
 
 // int(head_dim * partial_rotary_factor), as HF computes it.
-std::int64_t TargetRotaryDim(const TargetConfig& config);
+std::int64_t TargetRotaryDim(const setup::TargetConfig& config);
 
 // Token positions restarting at 0 at every document of cu_seqlens: int64 [tokens] on `device`.
 // TORCH_CHECKs cu_seqlens (int32, CPU, 1-D, starts at 0, non-decreasing, ends at tokens).

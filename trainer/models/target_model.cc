@@ -13,7 +13,7 @@
 namespace dflash::trainer {
 namespace {
 
-Status CheckOptions(const TargetConfig& c, const TargetLoadOptions& o) {
+Status CheckOptions(const setup::TargetConfig& c, const TargetLoadOptions& o) {
   if (!torch::isFloatingType(o.dtype)) {
     return InvalidArgument(std::string("target dtype must be a float type, got ") + c10::toString(o.dtype));
   }
@@ -38,23 +38,24 @@ Status CheckOptions(const TargetConfig& c, const TargetLoadOptions& o) {
   return Status::Ok();
 }
 
-std::int64_t LastLayer(const TargetConfig& c, const TargetLoadOptions& o) {
+std::int64_t LastLayer(const setup::TargetConfig& c, const TargetLoadOptions& o) {
   return o.full ? c.num_hidden_layers - 1 : o.taps.back();
 }
 
-Result<std::vector<TensorSpec>> SpecsFor(const TargetConfig& c, const TargetLoadOptions& o) {
+Result<std::vector<TensorSpec>> SpecsFor(const setup::TargetConfig& c, const TargetLoadOptions& o) {
   DFLASH_RETURN_IF_ERROR(CheckOptions(c, o));
   return TargetModelTensors(c, LastLayer(c, o), o.full);
 }
 
 }  // namespace
 
-TargetModel::TargetModel(TargetConfig config, TargetLoadOptions options, std::map<std::string, torch::Tensor> weights)
+TargetModel::TargetModel(setup::TargetConfig config, TargetLoadOptions options,
+                         std::map<std::string, torch::Tensor> weights)
     : config_(std::move(config)), options_(std::move(options)), weights_(std::move(weights)) {}
 
 Result<std::unique_ptr<TargetModel>> TargetModel::Load(const std::filesystem::path& dir,
                                                        const TargetLoadOptions& options) {
-  DFLASH_ASSIGN_OR_RETURN(TargetConfig config, LoadTargetConfig(dir));
+  DFLASH_ASSIGN_OR_RETURN(setup::TargetConfig config, setup::LoadTargetConfig(dir));
   DFLASH_ASSIGN_OR_RETURN(auto specs, SpecsFor(config, options));
   DFLASH_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
   DFLASH_RETURN_IF_ERROR(checkpoint.CheckTensors(specs));
@@ -68,7 +69,7 @@ Result<std::unique_ptr<TargetModel>> TargetModel::Load(const std::filesystem::pa
   return std::unique_ptr<TargetModel>(new TargetModel(std::move(config), options, std::move(weights)));
 }
 
-Result<std::unique_ptr<TargetModel>> TargetModel::FromWeights(const TargetConfig& config,
+Result<std::unique_ptr<TargetModel>> TargetModel::FromWeights(const setup::TargetConfig& config,
                                                               const TargetLoadOptions& options,
                                                               const std::map<std::string, torch::Tensor>& weights) {
   DFLASH_ASSIGN_OR_RETURN(auto specs, SpecsFor(config, options));
@@ -88,8 +89,9 @@ Result<std::unique_ptr<TargetModel>> TargetModel::FromWeights(const TargetConfig
   return std::unique_ptr<TargetModel>(new TargetModel(config, options, std::move(held)));
 }
 
-std::unique_ptr<TargetModel> TargetModel::RandomInit(const TargetConfig& config, const TargetLoadOptions& options,
-                                                     std::uint64_t seed, double init_std) {
+std::unique_ptr<TargetModel> TargetModel::RandomInit(const setup::TargetConfig& config,
+                                                     const TargetLoadOptions& options, std::uint64_t seed,
+                                                     double init_std) {
   auto specs = SpecsFor(config, options);
   TORCH_CHECK(specs.ok(), "TargetModel::RandomInit: ", specs.status().message());
   torch::NoGradGuard no_grad;
@@ -113,7 +115,7 @@ const torch::Tensor& TargetModel::embed_tokens() const {
 const torch::Tensor& TargetModel::lm_head() const { return TargetWeight(weights_, TargetLmHeadName(config_)); }
 
 std::vector<torch::Tensor> TargetModel::RunLayers(const torch::Tensor& input_ids, const torch::Tensor& cu_seqlens,
-                                                  Ops& ops, const std::vector<std::int64_t>& keep) const {
+                                                  TargetOps& ops, const std::vector<std::int64_t>& keep) const {
   torch::NoGradGuard no_grad;
   const auto& embed = embed_tokens();
   TORCH_CHECK(input_ids.dim() == 1 && input_ids.scalar_type() == torch::kLong && input_ids.numel() > 0,
@@ -140,12 +142,14 @@ std::vector<torch::Tensor> TargetModel::RunLayers(const torch::Tensor& input_ids
   return out;
 }
 
-torch::Tensor TargetModel::Features(const torch::Tensor& input_ids, const torch::Tensor& cu_seqlens, Ops& ops) const {
+torch::Tensor TargetModel::Features(const torch::Tensor& input_ids, const torch::Tensor& cu_seqlens,
+                                    TargetOps& ops) const {
   TORCH_CHECK(!options_.taps.empty(), "TargetModel::Features: the target was loaded without tapped layers");
   return torch::cat(RunLayers(input_ids, cu_seqlens, ops, options_.taps), /*dim=*/1);
 }
 
-torch::Tensor TargetModel::Logits(const torch::Tensor& input_ids, const torch::Tensor& cu_seqlens, Ops& ops) const {
+torch::Tensor TargetModel::Logits(const torch::Tensor& input_ids, const torch::Tensor& cu_seqlens,
+                                  TargetOps& ops) const {
   TORCH_CHECK(options_.full, "TargetModel::Logits needs a target loaded with full = true");
   torch::NoGradGuard no_grad;
   const auto h = RunLayers(input_ids, cu_seqlens, ops, {config_.num_hidden_layers - 1}).back();

@@ -4,7 +4,8 @@
 // (checkpoint/target_tensors.h), saves them back in the HF layout, and computes the tapped-layer features the drafter
 // trains on (and, when loaded in full, the logits for decoding / evaluation). Every forward runs without autograd.
 // Who may call: the trainer (feature extraction, decoding eval) and tests.
-// Thread-safety: after construction the model is immutable; const methods may run concurrently, each with its own Ops.
+// Thread-safety: after construction the model is immutable; const methods may run concurrently, each with its own
+// TargetOps.
 #pragma once
 
 #include <torch/torch.h>
@@ -17,7 +18,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "trainer/checkpoint/model_config.h"
+#include "setup/model_config.h"
 #include "trainer/ops/ops.h"
 
 namespace dflash::trainer {
@@ -40,27 +41,28 @@ class TargetModel {
   // device type. Drawn on options.device: on a GPU (full-size benchmark targets) with CUDA generators, so the values
   // differ from a CPU draw of the same seed.
   // TORCH_CHECKs the config and taps.
-  static std::unique_ptr<TargetModel> RandomInit(const TargetConfig& config, const TargetLoadOptions& options,
+  static std::unique_ptr<TargetModel> RandomInit(const setup::TargetConfig& config, const TargetLoadOptions& options,
                                                  std::uint64_t seed, double init_std = 0.02);
   // From weights already in memory (HF names; tests, conversions): every tensor the options need must be present
   // with its exact shape (extra ones are ignored); each is converted to its storage dtype on options.device.
   // InvalidArgument naming the tensor otherwise, or for bad taps.
-  static Result<std::unique_ptr<TargetModel>> FromWeights(const TargetConfig& config, const TargetLoadOptions& options,
+  static Result<std::unique_ptr<TargetModel>> FromWeights(const setup::TargetConfig& config,
+                                                          const TargetLoadOptions& options,
                                                           const std::map<std::string, torch::Tensor>& weights);
   // Writes config.json + model.safetensors in the HF layout and names (so Load reads it back bit-exactly).
   // Only the weights this model holds are written (a model loaded with full = false lacks the later layers).
   Status SaveHf(const std::filesystem::path& dir) const;
 
-  const TargetConfig& config() const { return config_; }
+  const setup::TargetConfig& config() const { return config_; }
   const std::vector<std::int64_t>& taps() const { return options_.taps; }
   const TargetLoadOptions& options() const { return options_; }
 
   // input_ids int64 [T] on the model's device; cu_seqlens int32 [docs + 1] on the CPU (undefined: one document).
   // Features: residual-stream outputs of the tapped layers concatenated in tap order: [T, taps.size() * hidden].
   // Layers after the last tap are not run.
-  torch::Tensor Features(const torch::Tensor& input_ids, const torch::Tensor& cu_seqlens, Ops& ops) const;
+  torch::Tensor Features(const torch::Tensor& input_ids, const torch::Tensor& cu_seqlens, TargetOps& ops) const;
   // All layers, final norm, lm_head: [T, vocab] logits (fp32). Requires options.full.
-  torch::Tensor Logits(const torch::Tensor& input_ids, const torch::Tensor& cu_seqlens, Ops& ops) const;
+  torch::Tensor Logits(const torch::Tensor& input_ids, const torch::Tensor& cu_seqlens, TargetOps& ops) const;
 
   const torch::Tensor& embed_tokens() const;  // [vocab, hidden], frozen
   const torch::Tensor& lm_head() const;       // [vocab, hidden], frozen (the embedding when tied)
@@ -69,12 +71,12 @@ class TargetModel {
   const std::map<std::string, torch::Tensor>& weights() const { return weights_; }
 
  private:
-  TargetModel(TargetConfig config, TargetLoadOptions options, std::map<std::string, torch::Tensor> weights);
+  TargetModel(setup::TargetConfig config, TargetLoadOptions options, std::map<std::string, torch::Tensor> weights);
   // Runs layers 0..keep.back() and returns the residual-stream outputs of the layers in `keep` (ascending).
-  std::vector<torch::Tensor> RunLayers(const torch::Tensor& input_ids, const torch::Tensor& cu_seqlens, Ops& ops,
-                                       const std::vector<std::int64_t>& keep) const;
+  std::vector<torch::Tensor> RunLayers(const torch::Tensor& input_ids, const torch::Tensor& cu_seqlens,
+                                       TargetOps& ops, const std::vector<std::int64_t>& keep) const;
 
-  TargetConfig config_;
+  setup::TargetConfig config_;
   TargetLoadOptions options_;
   std::map<std::string, torch::Tensor> weights_;
 };

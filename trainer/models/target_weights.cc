@@ -24,7 +24,7 @@ std::uint64_t TensorSeed(std::uint64_t seed, const std::string& name) {
   return z ^ (z >> 31);
 }
 
-torch::Tensor InitValue(const TargetConfig& c, const TensorSpec& spec, std::uint64_t seed, double init_std,
+torch::Tensor InitValue(const setup::TargetConfig& c, const TensorSpec& spec, std::uint64_t seed, double init_std,
                         torch::Device device) {
   const auto opts = torch::TensorOptions().dtype(torch::kFloat).device(device);
   auto gen = InitGenerator(TensorSeed(seed, spec.name), device);
@@ -34,16 +34,16 @@ torch::Tensor InitValue(const TargetConfig& c, const TensorSpec& spec, std::uint
   if (EndsWith(n, ".bias")) return torch::zeros(spec.shape, opts);
   if (EndsWith(n, "linear_attn.norm.weight")) return torch::ones(spec.shape, opts);  // gated norm: standard kind
   if (EndsWith(n, "norm.weight")) {  // input/post-attention layernorms, q/k norms, final norm
-    return c.arch == TargetArch::kQwen3_5Hybrid ? torch::zeros(spec.shape, opts) : torch::ones(spec.shape, opts);
+    return c.arch == setup::TargetArch::kQwen3_5Hybrid ? torch::zeros(spec.shape, opts) : torch::ones(spec.shape, opts);
   }
   return torch::empty(spec.shape, opts).normal_(0.0, init_std, gen);
 }
 
 }  // namespace
 
-std::string TargetFinalNormName(const TargetConfig& c) { return c.weight_prefix + "norm.weight"; }
+std::string TargetFinalNormName(const setup::TargetConfig& c) { return c.weight_prefix + "norm.weight"; }
 
-Result<std::vector<TensorSpec>> TargetModelTensors(const TargetConfig& c, std::int64_t last_layer,
+Result<std::vector<TensorSpec>> TargetModelTensors(const setup::TargetConfig& c, std::int64_t last_layer,
                                                    bool with_final_norm) {
   DFLASH_ASSIGN_OR_RETURN(auto specs, TargetTensorsNeeded(c, last_layer));
   if (with_final_norm) specs.push_back(TensorSpec{TargetFinalNormName(c), {c.hidden_size}, std::nullopt});
@@ -54,8 +54,8 @@ torch::Dtype TargetStorageDtype(const std::string& name, torch::Dtype activation
   return IsFp32Gate(name) ? torch::kFloat : activation_dtype;
 }
 
-TargetWeights RandomTargetWeights(const TargetConfig& c, const std::vector<TensorSpec>& specs, std::uint64_t seed,
-                                  double init_std, torch::Dtype dtype, torch::Device device) {
+TargetWeights RandomTargetWeights(const setup::TargetConfig& c, const std::vector<TensorSpec>& specs,
+                                  std::uint64_t seed, double init_std, torch::Dtype dtype, torch::Device device) {
   TargetWeights out;
   for (const auto& spec : specs) {
     out[spec.name] = InitValue(c, spec, seed, init_std, device).to(TargetStorageDtype(spec.name, dtype));

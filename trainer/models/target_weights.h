@@ -17,23 +17,23 @@
 
 #include "base/status.h"
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/checkpoint/model_config.h"
+#include "setup/model_config.h"
 #include "trainer/models/target_layers.h"
 
 namespace dflash::trainer {
 
 // Name of the final norm ("<prefix>norm.weight").
-std::string TargetFinalNormName(const TargetConfig& config);
+std::string TargetFinalNormName(const setup::TargetConfig& config);
 
 // Every tensor needed to run layers 0..last_layer, with the final norm when `with_final_norm`.
-Result<std::vector<TensorSpec>> TargetModelTensors(const TargetConfig& config, std::int64_t last_layer,
+Result<std::vector<TensorSpec>> TargetModelTensors(const setup::TargetConfig& config, std::int64_t last_layer,
                                                    bool with_final_norm);
 
 // The dtype tensor `name` is kept in when activations are `activation_dtype`.
 torch::Dtype TargetStorageDtype(const std::string& name, torch::Dtype activation_dtype);
 
 // Random values for every spec (see above), in TargetStorageDtype on `device`.
-TargetWeights RandomTargetWeights(const TargetConfig& config, const std::vector<TensorSpec>& specs,
+TargetWeights RandomTargetWeights(const setup::TargetConfig& config, const std::vector<TensorSpec>& specs,
                                   std::uint64_t seed, double init_std, torch::Dtype dtype, torch::Device device);
 
 }  // namespace dflash::trainer

@@ -23,11 +23,32 @@ struct CachedKernelOps::State {
   gpu::Context ctx;
   tuner::KernelProvider provider;  // refers to cache and ctx above
 
-  // The loaded winner of `request`; a missing key or a bad entry is a c10::Error naming the warmup command.
-  const tuner::LoadedVariant& Winner(const KernelRequest& request) {
-    Result<tuner::ResolvedKernel> r = provider.Get(*request.family, request.problem);
-    TORCH_CHECK(r.ok(), "CachedKernelOps ", request.operation, ": ", r.status().ToString());
-    return *r->variant;
+  // The kernels a launch shape runs (setup::KernelRequestsFor(shape), in its order), resolved on its first launch:
+  // later launches of the shape find them here without building a problem, a bucket or a key.
+  struct ShapeKernels {
+    std::vector<std::string> operations;
+    std::vector<const tuner::LoadedVariant*> variants;
+  };
+  std::map<setup::OpShape::Key, ShapeKernels> by_shape;
+
+  // Kernel `index` of `shape` and its operation's name; a missing key or a bad entry is a c10::Error naming the
+  // warmup command.
+  std::pair<const tuner::LoadedVariant&, const std::string&> Winner(const setup::OpShape& shape,
+                                                                    std::size_t index = 0) {
+    const setup::OpShape::Key key = shape.key();
+    auto it = by_shape.find(key);
+    if (it == by_shape.end()) {
+      ShapeKernels kernels;
+      for (const setup::KernelRequest& request : setup::KernelRequestsFor(shape)) {
+        Result<tuner::ResolvedKernel> r = provider.Get(*request.family, request.problem);
+        TORCH_CHECK(r.ok(), "CachedKernelOps ", request.operation, ": ", r.status().ToString());
+        kernels.operations.push_back(request.operation);
+        kernels.variants.push_back(r->variant);
+      }
+      it = by_shape.emplace(key, std::move(kernels)).first;
+    }
+    TORCH_CHECK(index < it->second.variants.size(), "CachedKernelOps: shape has no kernel ", index);
+    return {*it->second.variants[index], it->second.operations[index]};
   }
 };
 
@@ -93,14 +114,13 @@ attention::TensorRef Rows(const torch::Tensor& t) {  // [rows, heads, dim] conti
 
 // Forward attention of one problem: O [rows, Hq, D] bf16 and LSE fp32 [1, Hq, rows].
 // `shape` names the key; the launch runs `problem` (the same, except a packed row's real document count).
-std::pair<torch::Tensor, torch::Tensor> AttentionForward(CachedKernelOps::State& state, const OpShape& shape,
+std::pair<torch::Tensor, torch::Tensor> AttentionForward(CachedKernelOps::State& state, const setup::OpShape& shape,
                                                          const attention::ProblemSpec& problem,
                                                          const torch::Tensor& q, const torch::Tensor& k,
                                                          const torch::Tensor& v, CUdeviceptr anchors,
                                                          CUdeviceptr valid, CUdeviceptr doc_start,
                                                          CUdeviceptr cu_seqlens, double scale) {
-  const auto requests = KernelRequestsFor(shape);
-  const tuner::LoadedVariant& winner = state.Winner(requests.front());
+  const auto [winner, operation] = state.Winner(shape);
   auto o = torch::empty_like(q);
   auto lse = torch::empty({1, q.size(1), q.size(0)}, q.options().dtype(torch::kFloat));
   attention::AttentionArgs a;
@@ -109,7 +129,7 @@ std::pair<torch::Tensor, torch::Tensor> AttentionForward(CachedKernelOps::State&
   a.lse = Ptr(lse);
   a.anchors = anchors, a.block_valid = valid, a.doc_start = doc_start, a.cu_seqlens = cu_seqlens;
   a.scale = static_cast<float>(scale);
-  Check(attention::LaunchForward(winner, a, CurrentStream(state, q.device())), requests.front().operation);
+  Check(attention::LaunchForward(winner, a, CurrentStream(state, q.device())), operation);
   return {o, lse};
 }
 
@@ -136,8 +156,8 @@ class DraftAttentionFunction : public torch::autograd::Function<DraftAttentionFu
                                const torch::Tensor& doc_start, std::int64_t state_address, std::int64_t context_len,
                                std::int64_t block_size, std::int64_t window, double scale) {
     auto& state = *reinterpret_cast<CachedKernelOps::State*>(state_address);
-    const OpShape shape = OpShape::DraftAttention(context_len, anchors.size(0), block_size, window, q.size(1),
-                                                  k.size(1), q.size(2), doc_start.numel() > 0);
+    const setup::OpShape shape = setup::OpShape::DraftAttention(context_len, anchors.size(0), block_size, window,
+                                                                q.size(1), k.size(1), q.size(2), doc_start.numel() > 0);
     auto [o, lse] = AttentionForward(state, shape, shape.attention, q, k, v, Ptr(anchors), Ptr(valid),
                                      DocStartPtr(doc_start), 0, scale);
     ctx->save_for_backward({q, k, v, o, lse, anchors, valid, doc_start});
@@ -155,12 +175,11 @@ class DraftAttentionFunction : public torch::autograd::Function<DraftAttentionFu
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &o = saved[3], &lse = saved[4];
     const auto &anchors = saved[5], &valid = saved[6], &doc_start = saved[7];
     auto& state = *reinterpret_cast<CachedKernelOps::State*>(ctx->saved_data["state"].toInt());
-    const OpShape shape = OpShape::DraftAttention(ctx->saved_data["context_len"].toInt(), anchors.size(0),
+    const setup::OpShape shape = setup::OpShape::DraftAttention(ctx->saved_data["context_len"].toInt(), anchors.size(0),
                                                   ctx->saved_data["block_size"].toInt(),
                                                   ctx->saved_data["window"].toInt(), q.size(1), k.size(1), q.size(2),
                                                   doc_start.numel() > 0);
-    const KernelRequest request = KernelRequestsFor(shape).back();
-    const tuner::LoadedVariant& winner = state.Winner(request);
+    const auto [winner, operation] = state.Winner(shape, /*index=*/1);  // the backward (KernelRequestsFor's order)
     const auto dout = grads[0].to(torch::kBFloat16).contiguous();
     auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
     const std::size_t bytes = attention::BackwardWorkspaceBytes(shape.attention, winner.config);
@@ -172,8 +191,7 @@ class DraftAttentionFunction : public torch::autograd::Function<DraftAttentionFu
     a.lse = Ptr(lse);
     a.anchors = Ptr(anchors), a.block_valid = Ptr(valid), a.doc_start = DocStartPtr(doc_start);
     a.scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
-    Check(attention::LaunchBackward(winner, a, Ptr(workspace), bytes, CurrentStream(state, q.device())),
-          request.operation);
+    Check(attention::LaunchBackward(winner, a, Ptr(workspace), bytes, CurrentStream(state, q.device())), operation);
     return {dq, dk, dv, {}, {}, {}, {}, {}, {}, {}, {}};
   }
 };
@@ -203,26 +221,24 @@ Result<std::unique_ptr<CachedKernelOps>> CachedKernelOps::Create(cache::KernelCa
 
 const gpu::DeviceInfo& CachedKernelOps::device_info() const { return state_->ctx.info(); }
 
-Result<std::vector<KernelUse>> CachedKernelOps::Prepare(const std::vector<OpShape>& shapes) {
+Result<std::vector<KernelUse>> CachedKernelOps::Prepare(const std::vector<setup::KernelRequest>& requests) {
   std::vector<KernelUse> uses;
   std::set<std::string> seen, missing_seen;
   std::string missing;
   int missing_count = 0;
-  for (const OpShape& shape : shapes) {
-    for (const KernelRequest& request : KernelRequestsFor(shape)) {
-      Result<tuner::ResolvedKernel> r = state_->provider.Get(*request.family, request.problem);
-      if (!r.ok()) {
-        if (r.status().code() != ErrorCode::kNotFound) return r.status().WithContext(request.operation);
-        if (missing_seen.insert(r.status().message()).second) {
-          missing += "\n  " + request.operation + ": " + r.status().message();
-          ++missing_count;
-        }
-        continue;
+  for (const setup::KernelRequest& request : requests) {
+    Result<tuner::ResolvedKernel> r = state_->provider.Get(*request.family, request.problem);
+    if (!r.ok()) {
+      if (r.status().code() != ErrorCode::kNotFound) return r.status().WithContext(request.operation);
+      if (missing_seen.insert(r.status().message()).second) {
+        missing += "\n  " + request.operation + ": " + r.status().message();
+        ++missing_count;
       }
-      if (!seen.insert(r->key_digest).second) continue;
-      uses.push_back({request.operation, std::string(request.family->name()), r->key_digest, r->config,
-                      r->tuned_ms, r->cubin_sha256});
+      continue;
     }
+    if (!seen.insert(r->key_digest).second) continue;
+    uses.push_back({request.operation, std::string(request.family->name()), r->key_digest, r->config, r->tuned_ms,
+                    r->cubin_sha256});
   }
   if (missing_count > 0) {
     return NotFound(std::to_string(missing_count) + " tuned kernel(s) missing from the cache " +
@@ -232,24 +248,22 @@ Result<std::vector<KernelUse>> CachedKernelOps::Prepare(const std::vector<OpShap
   return uses;
 }
 
-Result<std::vector<KernelUse>> CachedKernelOps::TuneMissing(const std::vector<OpShape>& shapes,
+Result<std::vector<KernelUse>> CachedKernelOps::TuneMissing(const std::vector<setup::KernelRequest>& requests,
                                                             tuner::TuneOptions options) {
   if (options.arch.empty()) options.arch = state_->ctx.info().arch();
   tuner::ThreadPool pool;
   const tuner::Tuner tuner(state_->cache, &state_->ctx, pool);
-  for (const OpShape& shape : shapes) {
-    for (const KernelRequest& request : KernelRequestsFor(shape)) {
-      Result<tuner::ResolvedKernel> r = state_->provider.Get(*request.family, request.problem);
-      if (r.ok()) continue;
-      if (r.status().code() != ErrorCode::kNotFound) return r.status().WithContext(request.operation);
-      DFLASH_ASSIGN_OR_RETURN(tuner::KeyReport report, tuner.Tune(*request.family, request.problem, options));
-      if (report.status == tuner::KeyStatus::kNoValidVariant || report.status == tuner::KeyStatus::kCompiledOnly) {
-        return NotFound("tuning " + request.operation + " (" + report.signature + ") gave no winner: " +
-                        tuner::KeyStatusName(report.status) + (report.note.empty() ? "" : ", " + report.note));
-      }
+  for (const setup::KernelRequest& request : requests) {
+    Result<tuner::ResolvedKernel> r = state_->provider.Get(*request.family, request.problem);
+    if (r.ok()) continue;
+    if (r.status().code() != ErrorCode::kNotFound) return r.status().WithContext(request.operation);
+    DFLASH_ASSIGN_OR_RETURN(tuner::KeyReport report, tuner.Tune(*request.family, request.problem, options));
+    if (report.status == tuner::KeyStatus::kNoValidVariant || report.status == tuner::KeyStatus::kCompiledOnly) {
+      return NotFound("tuning " + request.operation + " (" + report.signature + ") gave no winner: " +
+                      tuner::KeyStatusName(report.status) + (report.note.empty() ? "" : ", " + report.note));
     }
   }
-  return Prepare(shapes);
+  return Prepare(requests);
 }
 
 torch::Tensor CachedKernelOps::DraftAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -284,11 +298,11 @@ torch::Tensor CachedKernelOps::CausalAttention(const torch::Tensor& q, const tor
   const std::int64_t tokens = q.size(0);
   std::vector<std::int32_t> cu = HostCuSeqlens(cu_seqlens, tokens);
   const std::int64_t docs = static_cast<std::int64_t>(cu.size()) - 1;
-  const OpShape shape = OpShape::CausalAttention(tokens, docs, q.size(1), k.size(1), q.size(2));
+  const setup::OpShape shape = setup::OpShape::CausalAttention(tokens, docs, q.size(1), k.size(1), q.size(2));
   attention::ProblemSpec problem = shape.attention;
   torch::Tensor cu_device;
   if (docs > 1) {
-    problem.num_docs = std::max(docs, kMinPackedDocs);
+    problem.num_docs = std::max(docs, setup::kMinPackedDocs);
     cu.resize(problem.num_docs + 1, static_cast<std::int32_t>(tokens));  // empty documents at the end
     cu_device = ToDevice(cu, q.device());
   }
@@ -310,15 +324,17 @@ torch::Tensor CachedKernelOps::CausalConv1dSilu(const torch::Tensor& x_in, const
   const std::int64_t tokens = x.size(0), channels = x.size(1);
   const std::vector<std::int32_t> cu = HostCuSeqlens(cu_seqlens, tokens);
   const std::int64_t docs = static_cast<std::int64_t>(cu.size()) - 1;
-  const KernelRequest request = KernelRequestsFor(OpShape::Conv1d(tokens, channels, docs)).front();
-  const tuner::LoadedVariant& winner = state_->Winner(request);
+  const auto [winner, operation] = state_->Winner(setup::OpShape::Conv1d(tokens, channels, docs));
   auto y = torch::empty_like(x);
-  const auto cu_device = ToDevice(cu, x.device());
   auto args = conv1d::Conv1dArgs::Contiguous(conv1d::Layout::kTokenMajor, Ptr(x), Ptr(weight), Ptr(y), tokens,
                                              channels);
-  args.cu_seqlens = Ptr(cu_device);
-  args.num_seqs = docs;
-  Check(conv1d::LaunchConv1d(winner, args, CurrentStream(*state_, x.device())), request.operation);
+  torch::Tensor cu_device;  // one sequence needs none (no upload, no wait for it)
+  if (docs > 1) {
+    cu_device = ToDevice(cu, x.device());
+    args.cu_seqlens = Ptr(cu_device);
+    args.num_seqs = docs;
+  }
+  Check(conv1d::LaunchConv1d(winner, args, CurrentStream(*state_, x.device())), operation);
   return y;
 }
 
@@ -345,20 +361,19 @@ torch::Tensor CachedKernelOps::GatedDeltaRule(const torch::Tensor& q_in, const t
              b = b_in.contiguous(), A_log = A_log_in.contiguous(), dt_bias = dt_bias_in.contiguous();
   const std::vector<std::int32_t> cu = HostCuSeqlens(cu_seqlens, tokens);
   const std::int64_t docs = static_cast<std::int64_t>(cu.size()) - 1;
-  const KernelRequest request = KernelRequestsFor(OpShape::GatedDeltaRule(
-      tokens, static_cast<int>(heads), static_cast<int>(value_heads), docs)).front();
-  const tuner::LoadedVariant& winner = state_->Winner(request);
+  const auto [winner, operation] = state_->Winner(setup::OpShape::GatedDeltaRule(
+      tokens, static_cast<int>(heads), static_cast<int>(value_heads), docs));
   auto o = torch::empty_like(v);
   const auto args = gdn::GdnArgs::Contiguous(Ptr(q), Ptr(k), Ptr(v), Ptr(a), Ptr(b), Ptr(A_log), Ptr(dt_bias), Ptr(o),
                                              static_cast<int>(heads), static_cast<int>(value_heads), cu);
   Result<gdn::Geometry> geometry = gdn::GeometryOf(winner.config);
-  Check(geometry.status(), request.operation);
+  Check(geometry.status(), operation);
   Result<std::size_t> bytes = gdn::ChunkedWorkspaceBytes(*geometry, args);
-  Check(bytes.status(), request.operation);
+  Check(bytes.status(), operation);
   auto workspace = torch::empty({static_cast<std::int64_t>(*bytes)}, q.options().dtype(torch::kByte));
   const CUstream stream = CurrentStream(*state_, q.device());
   OrderSynchronousCopies(q.device());  // the plan is uploaded into the fresh workspace synchronously
-  Check(gdn::LaunchChunkedForward(winner, args, Ptr(workspace), *bytes, stream), request.operation);
+  Check(gdn::LaunchChunkedForward(winner, args, Ptr(workspace), *bytes, stream), operation);
   return o;
 }
 

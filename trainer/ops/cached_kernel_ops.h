@@ -7,7 +7,7 @@
 // Inputs: bf16 CUDA tensors on the ops' device (fp32 A_log / dt_bias), head_dim 64/128/256 (backward 64/128), gdn
 // key/value dims 128, conv kernel width 4; every problem is launched with batch 1 (one row).
 // Packed rows: a DraftMask with doc_start (per-block document starts) runs the packed-rows variant of the drafter
-// attention (problem doc_bound, a key of its own; RunOpShapes lists it for --rows pack), forward and backward.
+// attention (problem doc_bound, a key of its own; the training setup lists it for --rows pack), forward and backward.
 // Needs LibTorch's CUDA backend (-DDFLASH_TORCH_CUDA=ON); without it Create() fails with Unsupported.
 // Who may call: the models through Ops, the training setup (Create, Prepare, TuneMissing). Thread-safety: one
 // training thread per object (as Ops); the cache and provider underneath are thread-safe.
@@ -20,7 +20,7 @@
 
 #include "cache/kernel_cache.h"
 #include "base/status.h"
-#include "trainer/ops/kernel_requests.h"
+#include "setup/kernel_requests.h"
 #include "trainer/ops/ops.h"
 #include "tuner/gpu_runtime.h"
 #include "tuner/kernel_provider.h"
@@ -45,12 +45,13 @@ class CachedKernelOps final : public Ops {
   static Result<std::unique_ptr<CachedKernelOps>> Create(cache::KernelCache& cache, int device = 0);
   ~CachedKernelOps() override;
 
-  // Resolves (loads) every kernel the ops need for `shapes`; the provenance rows, one per distinct key. NotFound
-  // listing ALL missing keys, each with its exact warmup command.
-  Result<std::vector<KernelUse>> Prepare(const std::vector<OpShape>& shapes);
-  // Tunes the keys of `shapes` that are missing from the cache (single flight across processes), then Prepare().
+  // Resolves (loads) every kernel of `requests` (setup::KernelRequestsFor of the run's setup); the provenance rows,
+  // one per distinct key. NotFound listing ALL missing keys, each with its exact warmup command.
+  Result<std::vector<KernelUse>> Prepare(const std::vector<setup::KernelRequest>& requests);
+  // Tunes the keys of `requests` that are missing from the cache (single flight across processes), then Prepare().
   // options.arch defaults to this device's arch.
-  Result<std::vector<KernelUse>> TuneMissing(const std::vector<OpShape>& shapes, tuner::TuneOptions options);
+  Result<std::vector<KernelUse>> TuneMissing(const std::vector<setup::KernelRequest>& requests,
+                                             tuner::TuneOptions options);
 
   std::string name() const override { return "cached_kernels"; }
   const gpu::DeviceInfo& device_info() const;

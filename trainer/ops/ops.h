@@ -1,4 +1,5 @@
-// Ops: the hot operations of the target and drafter, behind one interface with two backends.
+// Ops: the hot operations of the target (TargetOps) and the drafter (DrafterOps), behind one interface with two
+// backends (a caller that runs one model takes only that model's half).
 //   ReferenceOps (reference_ops.h): LibTorch's own operations, on the CPU or a GPU, written straight from the spec
 //     (dense masks built from the anchors, the token-by-token or chunked delta rule). The CPU training path, and the
 //     oracle the GPU backend is checked against inside the model.
@@ -31,15 +32,10 @@ struct DraftMask {
   std::int64_t window = 0;
 };
 
-class Ops {
+// The target's hot operations (forward only): what the frozen target's layers run.
+class TargetOps {
  public:
-  virtual ~Ops() = default;
-  virtual std::string name() const = 0;
-
-  // Drafter attention, differentiable in q, k, v: q [N*B, Hq, D], k and v [S + N*B, Hkv, D] (Hq a multiple of
-  // Hkv; query head h uses KV head h / (Hq / Hkv)) -> [N*B, Hq, D] in q's dtype. softmax(scale q k^T + mask) v.
-  virtual torch::Tensor DraftAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                       const DraftMask& mask, double scale) = 0;
+  virtual ~TargetOps() = default;
 
   // Target attention, forward only: q [T, Hq, D], k and v [T, Hkv, D]; causal inside each document of cu_seqlens
   // (int32 [docs + 1] on the CPU, 0 ... T; undefined = one document) -> [T, Hq, D].
@@ -58,6 +54,23 @@ class Ops {
   virtual torch::Tensor GatedDeltaRule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& A_log,
                                        const torch::Tensor& dt_bias, const torch::Tensor& cu_seqlens) = 0;
+};
+
+// The drafter's hot operation (differentiable): its attention under the DFlash masks.
+class DrafterOps {
+ public:
+  virtual ~DrafterOps() = default;
+
+  // Drafter attention, differentiable in q, k, v: q [N*B, Hq, D], k and v [S + N*B, Hkv, D] (Hq a multiple of
+  // Hkv; query head h uses KV head h / (Hq / Hkv)) -> [N*B, Hq, D] in q's dtype. softmax(scale q k^T + mask) v.
+  virtual torch::Tensor DraftAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       const DraftMask& mask, double scale) = 0;
+};
+
+// A backend of both models' operations (one training step runs the target's and the drafter's).
+class Ops : public TargetOps, public DrafterOps {
+ public:
+  virtual std::string name() const = 0;
 };
 
 }  // namespace dflash::trainer

@@ -31,6 +31,44 @@ void AdamW::Step(double lr) {
   }
 }
 
+double AdamW::Update(double lr, double grad_divisor, double max_norm) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const auto& p = params_[i].second;
+    if (!p.grad().defined()) continue;
+    params.push_back(p);
+    grads.push_back(p.grad());
+    exp_avgs.push_back(exp_avg_[i]);
+    exp_avg_sqs.push_back(exp_avg_sq_[i]);
+  }
+  const bool fused = !params.empty() && params.front().is_cuda() && grad_divisor > 0;
+  if (!fused) {
+    if (grad_divisor > 0) {
+      for (auto& g : grads) g.div_(grad_divisor);
+    }
+    const double norm = ClipGradNorm(params_, max_norm);
+    if (grad_divisor > 0) Step(lr);
+    return norm;
+  }
+  // ||g / d|| = ||g|| / d; the per-tensor norms in fp32, their sum in double.
+  const auto norms = torch::stack(at::_foreach_norm(grads, 2)).to(torch::kDouble);
+  const double norm = std::sqrt(norms.pow(2).sum().item<double>()) / grad_divisor;
+  const double clip = max_norm > 0 && norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
+  ++step_;
+  // The fused kernel reads a step count per tensor (already incremented, as torch.optim.AdamW passes it) for the
+  // bias corrections: all equal step_.
+  std::vector<torch::Tensor> steps;
+  for (const auto& p : params) {
+    steps.push_back(torch::full({}, static_cast<double>(step_), p.options().dtype(torch::kFloat)));
+  }
+  const auto grad_scale = torch::full({}, grad_divisor / clip, params.front().options().dtype(torch::kFloat));
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, options_.beta1,
+                    options_.beta2, options_.weight_decay, options_.eps, /*amsgrad=*/false, /*maximize=*/false,
+                    grad_scale, /*found_inf=*/std::nullopt);
+  return norm;
+}
+
 void AdamW::ZeroGrad() {
   for (auto& [name, p] : params_) {
     if (p.grad().defined()) p.mutable_grad() = torch::Tensor();

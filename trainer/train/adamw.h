@@ -29,6 +29,12 @@ class AdamW {
   // One update with learning rate `lr` from the parameters' current .grad() (a parameter without a gradient is
   // left alone, its moments too). Increments step().
   void Step(double lr);
+  // The training loop's update: the gradients divided by `grad_divisor` (the global batch's weight sum), clipped to
+  // the global L2 norm `max_norm` (0: no clipping), then Step(lr). Returns the norm before clipping. No update when
+  // grad_divisor <= 0 (no slot had any weight). On a GPU this is two multi-tensor passes over the gradients (their
+  // norm, then LibTorch's fused AdamW kernel with the division and the clip folded into its gradient scale), against
+  // the separate passes of the division, ClipGradNorm and Step (what the CPU runs).
+  double Update(double lr, double grad_divisor, double max_norm);
   void ZeroGrad();
 
   std::int64_t step() const { return step_; }

@@ -41,8 +41,9 @@ Result<SpecDecodeReport> RunEval(const EvalOptions& options, std::ostream& log) 
   device_options.compute_dtype = options.compute_dtype;
   DFLASH_ASSIGN_OR_RETURN(RunDevice device, ResolveDevice(device_options));
   DFLASH_ASSIGN_OR_RETURN(auto drafter, Drafter::Load(options.drafter_dir, device.device));
-  DFLASH_ASSIGN_OR_RETURN(TargetConfig target_config, LoadTargetConfig(options.target_dir / "config.json"));
-  DFLASH_ASSIGN_OR_RETURN(auto taps, ResolveTappedLayers(drafter->config(), target_config));
+  DFLASH_ASSIGN_OR_RETURN(setup::TargetConfig target_config,
+                          setup::LoadTargetConfig(options.target_dir / "config.json"));
+  DFLASH_ASSIGN_OR_RETURN(auto taps, setup::ResolveTappedLayers(drafter->config(), target_config));
   TargetLoadOptions target_options;
   target_options.device = device.device;
   target_options.dtype = device.device.is_cuda() ? torch::kBFloat16 : device.compute_dtype;

@@ -27,7 +27,8 @@ nlohmann::json StepMetrics::ToJson() const {
           {"step_time_s", step_time_s},
           {"tokens", tokens},
           {"tokens_per_s", tokens_per_s},
-          {"peak_memory_bytes", peak_memory_bytes}};
+          {"peak_memory_bytes", peak_memory_bytes},
+          {"phases_ms", phases.ToJson()}};
 }
 
 std::vector<double> PositionAcceptance(const std::vector<int>& accept_lengths, int block_size) {
@@ -69,11 +70,15 @@ std::string Duration(double s) {
 void PrintProgress(std::ostream& out, const StepMetrics& m, bool terminal) {
   constexpr int kWidth = 20;
   const int filled = m.total_steps > 0 ? int(kWidth * m.step / m.total_steps) : 0;
-  char line[256];
-  std::snprintf(line, sizeof line, "step %lld/%lld [%s%s] loss %.4f acc %.1f%% tau %.2f | %.0f tok/s | ETA %s",
+  char line[384];
+  const auto& p = m.phases.ms;
+  std::snprintf(line, sizeof line,
+                "step %lld/%lld [%s%s] loss %.4f acc %.1f%% tau %.2f | %.0f tok/s | ETA %s | ms tgt %.0f dft %.0f "
+                "loss %.0f bwd %.0f sync %.0f opt %.0f host %.0f",
                 static_cast<long long>(m.step), static_cast<long long>(m.total_steps),
                 std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(), m.loss,
-                100.0 * m.accuracy, m.accept_length, m.tokens_per_s, Duration(m.eta_s).c_str());
+                100.0 * m.accuracy, m.accept_length, m.tokens_per_s, Duration(m.eta_s).c_str(), p[0], p[1], p[2],
+                p[3], p[4], p[5], m.phases.host_ms);
   out << (terminal ? "\r" : "") << line << (terminal ? "" : "\n") << std::flush;
 }
 

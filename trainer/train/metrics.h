@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "trainer/train/step_timer.h"
 
 namespace dflash::trainer {
 
@@ -29,6 +30,7 @@ struct StepMetrics {
   double tokens_per_s = 0.0;
   double eta_s = 0.0;
   std::int64_t peak_memory_bytes = 0;  // GPU allocator peak (GPU runs) or the process's peak RSS (CPU)
+  StepPhaseTimes phases;               // where the step's time went (step_timer.h)
 
   nlohmann::json ToJson() const;
 };
@@ -48,8 +50,8 @@ class MetricsLog {
   std::filesystem::path path_;
 };
 
-// "step 12/300 [####......] loss 4.123 acc 21.0% tau 1.42 | 1.2k tok/s | ETA 3m12s": one line, rewritten in place
-// on a terminal (carriage return), a new line otherwise.
+// "step 12/300 [####......] loss 4.123 acc 21.0% tau 1.42 | 1.2k tok/s | ETA 3m12s | ms tgt 240 dft 60 loss 40
+// bwd 190 sync 0 opt 30 host 5": one line, rewritten in place on a terminal (carriage return), a new line otherwise.
 void PrintProgress(std::ostream& out, const StepMetrics& m, bool terminal);
 
 // Seconds since this process started (the kernel's start time of /proc/self: dynamic loading included), or -1 when

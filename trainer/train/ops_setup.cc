@@ -45,32 +45,6 @@ Result<RunDevice> ResolveDevice(const TrainOptions& options) {
 }
 
 namespace {
-void AddTargetShapes(const TrainOptions& o, const TargetConfig& t, std::int64_t docs, std::vector<OpShape>& shapes) {
-  if (t.arch == TargetArch::kQwen3_5Hybrid) {
-    const std::int64_t channels = 2 * t.linear_num_key_heads * t.linear_key_head_dim +
-                                  t.linear_num_value_heads * t.linear_value_head_dim;
-    shapes.push_back(OpShape::Conv1d(o.max_length, channels, docs));
-    shapes.push_back(OpShape::GatedDeltaRule(o.max_length, static_cast<int>(t.linear_num_key_heads),
-                                             static_cast<int>(t.linear_num_value_heads), docs));
-  }
-  shapes.push_back(OpShape::CausalAttention(o.max_length, docs, t.num_attention_heads, t.num_key_value_heads,
-                                            t.head_dim));
-}
-
-void AddDrafterShapes(const TrainOptions& o, const DrafterConfig& d, bool packed, std::vector<OpShape>& shapes) {
-  bool full = false, sliding = false;
-  for (auto kind : d.layer_kinds) (kind == DrafterLayerKind::kFullAttention ? full : sliding) = true;
-  if (d.layer_kinds.empty()) full = true;
-  if (full) {
-    shapes.push_back(OpShape::DraftAttention(o.max_length, o.num_anchors, d.block_size, 0, d.num_attention_heads,
-                                             d.num_key_value_heads, d.head_dim, packed));
-  }
-  if (sliding && d.sliding_window) {
-    shapes.push_back(OpShape::DraftAttention(o.max_length, o.num_anchors, d.block_size, *d.sliding_window,
-                                             d.num_attention_heads, d.num_key_value_heads, d.head_dim, packed));
-  }
-}
-
 void PrintProvenance(std::ostream& log, const std::vector<KernelUse>& uses) {
   log << "kernels: tuned winners from the cache (no JIT, no autotuning at training time)\n";
   char line[320];
@@ -85,17 +59,20 @@ void PrintProvenance(std::ostream& log, const std::vector<KernelUse>& uses) {
 }
 }  // namespace
 
-std::vector<OpShape> RunOpShapes(const TrainOptions& o, const TargetConfig& t, const DrafterConfig& d, OpSide side) {
-  std::vector<OpShape> shapes;
-  const bool packed = o.row_mode == data::RowMode::kPack;
-  const std::int64_t docs = packed ? kMinPackedDocs : 1;
-  if (side != OpSide::kDrafter) AddTargetShapes(o, t, docs, shapes);
-  if (side != OpSide::kTarget) AddDrafterShapes(o, d, packed, shapes);
-  return shapes;
+setup::TrainingSetup RunSetup(const TrainOptions& o, const setup::TargetConfig& target,
+                              const setup::DrafterConfig& drafter) {
+  setup::TrainingSetup s;
+  s.target = target;
+  s.drafter = drafter;
+  s.max_length = o.max_length;
+  s.num_anchors = o.num_anchors;
+  s.padded_rows = o.row_mode == data::RowMode::kPad;
+  s.packed_rows = o.row_mode == data::RowMode::kPack;
+  return s;
 }
 
-Result<OpsBackend> MakeOps(const TrainOptions& options, const RunDevice& device, const TargetConfig& target,
-                           const DrafterConfig& drafter, OpSide side, std::ostream& log) {
+Result<OpsBackend> MakeOps(const TrainOptions& options, const RunDevice& device, const setup::TargetConfig& target,
+                           const setup::DrafterConfig& drafter, setup::OpSide side, std::ostream& log) {
   const bool cached = options.kernels == KernelBackend::kCached ||
                       (options.kernels == KernelBackend::kAuto && device.device.is_cuda());
   OpsBackend backend;
@@ -118,9 +95,16 @@ Result<OpsBackend> MakeOps(const TrainOptions& options, const RunDevice& device,
   }
   backend.cache = std::move(*opened);
   DFLASH_ASSIGN_OR_RETURN(auto ops, CachedKernelOps::Create(*backend.cache, device.device.index()));
-  const auto shapes = RunOpShapes(options, target, drafter, side);
-  Result<std::vector<KernelUse>> uses = options.tune_missing ? ops->TuneMissing(shapes, tuner::TuneOptions{})
-                                                             : ops->Prepare(shapes);
+  DFLASH_ASSIGN_OR_RETURN(setup::SetupRequests requests,
+                          setup::KernelRequestsFor(RunSetup(options, target, drafter), side));
+  if (!requests.notes.empty()) {
+    std::string why;
+    for (const auto& n : requests.notes) why += (why.empty() ? "" : "; ") + n;
+    return Unsupported("the cached kernels cannot run this model (" + why + "): train with --kernels reference");
+  }
+  Result<std::vector<KernelUse>> uses = options.tune_missing
+                                            ? ops->TuneMissing(requests.requests, tuner::TuneOptions{})
+                                            : ops->Prepare(requests.requests);
   if (!uses.ok()) return uses.status();
   PrintProvenance(log, *uses);
   backend.uses = std::move(*uses);

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "base/status.h"
-#include "trainer/checkpoint/model_config.h"
 #include "cache/kernel_cache.h"
+#include "setup/model_config.h"
+#include "setup/training_setup.h"
 #include "trainer/ops/cached_kernel_ops.h"
-#include "trainer/ops/kernel_requests.h"
 #include "trainer/ops/ops.h"
 #include "trainer/train/train_options.h"
 
@@ -35,17 +35,13 @@ struct OpsBackend {
   std::vector<KernelUse> uses;  // the cached kernels it resolved (the provenance table); empty for the reference
 };
 
-// Which model's operations a backend serves: both (one GPU), or one side of a target / drafter pair of GPUs
-// (--target-device-offset): the target runs conv1d, gated delta rule and causal attention; the drafter its attention.
-enum class OpSide { kBoth, kTarget, kDrafter };
-
-// The kernel shapes a run with these options launches (rows of up to max_length tokens, num_anchors blocks), those
-// of `side` only.
-std::vector<OpShape> RunOpShapes(const TrainOptions& options, const TargetConfig& target,
-                                 const DrafterConfig& drafter, OpSide side = OpSide::kBoth);
+// The training setup of a run with these options (rows of up to max_length tokens, num_anchors blocks, the row layout
+// of --rows): the one description from which warmup and this run derive their kernel keys (setup/training_setup.h).
+setup::TrainingSetup RunSetup(const TrainOptions& options, const setup::TargetConfig& target,
+                              const setup::DrafterConfig& drafter);
 
 // The backend for `device`, resolving (or with --tune-missing, tuning) the cached kernels of `side`'s shapes.
-Result<OpsBackend> MakeOps(const TrainOptions& options, const RunDevice& device, const TargetConfig& target,
-                           const DrafterConfig& drafter, OpSide side, std::ostream& log);
+Result<OpsBackend> MakeOps(const TrainOptions& options, const RunDevice& device, const setup::TargetConfig& target,
+                           const setup::DrafterConfig& drafter, setup::OpSide side, std::ostream& log);
 
 }  // namespace dflash::trainer

@@ -118,7 +118,7 @@ DrafterProposer::DrafterProposer(const Drafter& drafter, const TargetModel& targ
 
 std::vector<std::int64_t> DrafterProposer::Propose(const DraftRequest& request) {
   torch::NoGradGuard no_grad;
-  const DrafterConfig& c = drafter_.config();
+  const setup::DrafterConfig& c = drafter_.config();
   const std::int64_t b = request.block_size, s = request.context_features.size(0);
   TORCH_CHECK(b == c.block_size, "DrafterProposer: block of ", b, " for a drafter of block_size ", c.block_size);
   TORCH_CHECK(!request.tokens.empty() && s == static_cast<std::int64_t>(request.tokens.size()) - 1,

@@ -3,8 +3,7 @@
 #include <chrono>
 #include <fstream>
 
-#include "kernels/presets.h"
-#include "trainer/checkpoint/model_config.h"
+#include "setup/presets.h"
 #include "trainer/checkpoint/posix_file.h"
 #include "trainer/checkpoint/target_tensors.h"
 #include "trainer/models/drafter_config.h"
@@ -15,43 +14,9 @@ namespace dflash::trainer {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr std::int64_t kMaxLength = 512;  // kernels/presets.cc "tiny"
-constexpr std::int64_t kAnchors = 16;
-
-// The full target config.json of the preset: the kernel preset's shapes plus the fields a loader needs.
-Result<nlohmann::json> TinyTargetConfigJson() {
-  DFLASH_ASSIGN_OR_RETURN(kernels::TrainingShapes shapes, kernels::PresetShapes("tiny"));
-  nlohmann::json t = shapes.target;
-  t["rms_norm_eps"] = 1e-6;
-  t["rope_theta"] = 1e7;
-  t["partial_rotary_factor"] = 0.25;
-  t["tie_word_embeddings"] = false;
-  t["attn_output_gate"] = true;
-  return t;
-}
-
-Result<DrafterConfig> TinyDrafterConfig(const TargetConfig& target) {
-  DFLASH_ASSIGN_OR_RETURN(kernels::TrainingShapes shapes, kernels::PresetShapes("tiny"));
-  const nlohmann::json& d = shapes.drafter;
-  DrafterConfig c;
-  c.hidden_size = d.at("hidden_size").get<std::int64_t>();
-  c.intermediate_size = 2 * c.hidden_size;
-  c.num_hidden_layers = d.at("num_hidden_layers").get<std::int64_t>();
-  c.num_attention_heads = d.at("num_attention_heads").get<std::int64_t>();
-  c.num_key_value_heads = d.at("num_key_value_heads").get<std::int64_t>();
-  c.head_dim = d.at("head_dim").get<std::int64_t>();
-  c.vocab_size = target.vocab_size;
-  c.rms_norm_eps = 1e-6;
-  c.rope_theta = 1e7;
-  c.block_size = d.at("block_size").get<std::int64_t>();
-  c.mask_token_id = target.vocab_size - 1;
-  c.num_target_layers = target.num_hidden_layers;
-  // The 27B drafter's layout in small: sliding layers first, the full one last.
-  c.layer_kinds.assign(c.num_hidden_layers, DrafterLayerKind::kSlidingAttention);
-  c.layer_kinds.back() = DrafterLayerKind::kFullAttention;
-  c.sliding_window = d.at("sliding_window").get<std::int64_t>();
-  return ResolveDrafterConfig(c);
-}
+// The preset's models and shapes: setup/presets/tiny.{target,drafter}.json and setup::Preset("tiny"), the setup
+// `dflash-tune warmup --preset tiny` warms.
+constexpr const char* kPresetName = "tiny";
 
 nlohmann::json PresetMarker(const TinyPresetSize& s) {
   return {{"preset", "tiny"},          {"samples", s.samples},         {"prompt_tokens", s.prompt_tokens},
@@ -78,9 +43,9 @@ Status PrepareTinyPreset(const fs::path& dir, const TinyPresetSize& size, std::o
   std::error_code ec;
   fs::create_directories(dir / "data", ec);
   if (ec) return IoError("cannot create " + (dir / "data").string() + ": " + ec.message());
-  DFLASH_ASSIGN_OR_RETURN(nlohmann::json target_json, TinyTargetConfigJson());
-  DFLASH_ASSIGN_OR_RETURN(TargetConfig target_config, ParseTargetConfig(target_json, "tiny preset target"));
-  DFLASH_ASSIGN_OR_RETURN(DrafterConfig drafter_config, TinyDrafterConfig(target_config));
+  DFLASH_ASSIGN_OR_RETURN(setup::TrainingSetup preset, setup::Preset(kPresetName));
+  const setup::TargetConfig& target_config = preset.target;
+  DFLASH_ASSIGN_OR_RETURN(setup::DrafterConfig drafter_config, ResolveDrafterConfig(*preset.drafter));
 
   TargetLoadOptions options;
   options.dtype = torch::kFloat;
@@ -113,13 +78,15 @@ Status PrepareTinyPreset(const fs::path& dir, const TinyPresetSize& size, std::o
 }
 
 TrainOptions TinyPresetOptions(const fs::path& dir, const fs::path& output_dir) {
+  auto preset = setup::Preset(kPresetName);
+  TORCH_CHECK(preset.ok(), preset.status().ToString());  // embedded in the binary: cannot fail
   TrainOptions o;
   o.target_dir = dir / "target";
   o.drafter_config = dir / "drafter_config.json";
   o.data = dir / "data" / "train.jsonl";
   o.output_dir = output_dir;
-  o.max_length = kMaxLength;
-  o.num_anchors = kAnchors;
+  o.max_length = preset->max_length;
+  o.num_anchors = preset->num_anchors;
   o.batch_size = 1;
   o.grad_accum = 1;
   o.epochs = 2;

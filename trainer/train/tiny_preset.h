@@ -1,5 +1,5 @@
 // The tiny preset of dflash-train (`--preset tiny`): a tiny random target of the Qwen3.5 architecture (both layer
-// kinds; the shapes of kernels/presets.cc "tiny", so `dflash-tune warmup --preset tiny` covers its kernels), a
+// kinds; the models and shapes of setup::Preset("tiny"), so `dflash-tune warmup --preset tiny` covers its kernels), a
 // synthetic dataset sampled from it (synthetic_data.h: random prompts + the target's greedy continuations), a drafter
 // config, and the training options that make loss fall and tau rise within a few minutes on a CPU.
 //   <dir>/target/{config.json, model.safetensors}   <dir>/drafter_config.json

@@ -55,6 +55,7 @@ struct TrainOptions {
   std::int64_t save_every = 0;            // optimizer steps; 0: only at the end
   std::int64_t keep_checkpoints = 3;
   std::int64_t log_every = 1;
+  std::int64_t profile_steps = 0;         // > 0: a Kineto trace of this many steps (after the first) in --output
   bool resume = false;
   // Data parallelism (trainer/dist): the ranks come from the torchrun environment (RANK, WORLD_SIZE, ...).
   std::int64_t dist_timeout_s = 600;      // bound of every collective and of the rendezvous

@@ -22,7 +22,7 @@ Result<RowResult> TrainRow(const data::Row& row, const TargetModel& target, cons
   if (T < 2) return InvalidArgument("a training row needs at least 2 real tokens, this one has " + std::to_string(T));
   const torch::Device target_device = target.options().device;
   const torch::Device device = options.drafter_device.value_or(target_device);
-  const DrafterConfig& dc = drafter.config();
+  const setup::DrafterConfig& dc = drafter.config();
   const std::span<const std::int32_t> ids(row.input_ids.data(), T);
   const std::span<const std::uint8_t> loss_mask(row.loss_mask.data(), T);
 
@@ -47,11 +47,17 @@ Result<RowResult> TrainRow(const data::Row& row, const TargetModel& target, cons
                                    {static_cast<std::int64_t>(row.cu_seqlens.size())}, torch::kInt32).clone();
   const torch::Tensor input_ids =
       ToTensor(std::span<const std::int32_t>(row.input_ids.data(), context_len), torch::kLong, target_device);
+  auto mark = [&](std::optional<StepPhase> phase) -> Status {
+    if (!options.timer) return Status::Ok();
+    return phase ? options.timer->End(*phase) : options.timer->Lap();
+  };
+  DFLASH_RETURN_IF_ERROR(mark(std::nullopt));  // the row's data and anchors: host work of no phase
   torch::Tensor features;
   {
     torch::NoGradGuard no_grad;
     features = target.Features(input_ids, cu_seqlens, ops).to(device);  // GPU to GPU when in pairs
   }
+  DFLASH_RETURN_IF_ERROR(mark(StepPhase::kTargetForward));
   const torch::Tensor& embed = options.embed_tokens.defined() ? options.embed_tokens : target.embed_tokens();
   const torch::Tensor& lm_head = options.lm_head.defined() ? options.lm_head : target.lm_head();
 
@@ -77,8 +83,11 @@ Result<RowResult> TrainRow(const data::Row& row, const TargetModel& target, cons
   if (!options.backward) no_grad.emplace();
   const torch::Tensor hidden = drafter.Forward(features, block_tokens, block_positions, context_positions, mask,
                                                embed, options.compute_dtype, ops);
+  DFLASH_RETURN_IF_ERROR(mark(StepPhase::kDrafterForward));
   BlockLossResult loss = ChunkedBlockLoss(hidden, lm_head, labels, weights, options.loss_chunk_rows);
+  DFLASH_RETURN_IF_ERROR(mark(StepPhase::kLoss));
   if (options.backward && targets.weight_sum > 0) loss.weighted_ce_sum.backward();
+  DFLASH_RETURN_IF_ERROR(mark(StepPhase::kBackward));
   result.weighted_ce = loss.weighted_ce_sum.item<double>();
 
   const auto argmax = loss.argmax.to(torch::kCPU, torch::kInt32).contiguous();
@@ -93,14 +102,6 @@ Result<RowResult> TrainRow(const data::Row& row, const TargetModel& target, cons
     if (blocks.valid[j]) result.accept_lengths.push_back(accept[j]);
   }
   return result;
-}
-
-void ScaleGradients(const std::vector<std::pair<std::string, torch::Tensor>>& params, double total_weight) {
-  if (total_weight <= 0) return;
-  torch::NoGradGuard no_grad;
-  for (const auto& [name, p] : params) {
-    if (p.grad().defined()) p.mutable_grad().div_(total_weight);
-  }
 }
 
 }  // namespace dflash::trainer

@@ -1,7 +1,7 @@
 // One row of a training step (spec dflash-training.md §4, §5): target features -> anchors and blocks -> drafter
 // forward with the DFlash masks -> chunked block loss -> backward of the UNNORMALISED weighted loss sum.
 // The caller sums RowResult::weight_sum over every row of the global batch (all accumulation micro-steps and, later,
-// all ranks) and divides the gradients by it before the optimizer step (ScaleGradients), which makes the update
+// all ranks) and divides the gradients by it in the optimizer step (AdamW::Update), which makes the update
 // exactly that of the loss normalised over the whole global batch.
 // Who may call: the Trainer and tests. Thread-safety: one thread (autograd graph per call).
 #pragma once
@@ -17,6 +17,7 @@
 #include "trainer/models/drafter.h"
 #include "trainer/models/target_model.h"
 #include "trainer/ops/ops.h"
+#include "trainer/train/step_timer.h"
 
 namespace dflash::trainer {
 
@@ -35,6 +36,8 @@ struct RowStepOptions {
   // target's frozen tensors already copied to it. Unset / undefined: the target's device and tensors.
   std::optional<torch::Device> drafter_device;
   torch::Tensor embed_tokens, lm_head;
+  // The step's phase marks (step_timer.h); null: not timed.
+  StepTimer* timer = nullptr;
 };
 
 struct RowResult {
@@ -49,8 +52,5 @@ struct RowResult {
 // Errors: InvalidArgument from the data layer (lengths, anchors), or a row without any real token.
 Result<RowResult> TrainRow(const data::Row& row, const TargetModel& target, const Drafter& drafter, Ops& ops,
                            const RowStepOptions& options);
-
-// Multiplies every gradient by 1 / total_weight (no-op for total_weight <= 0, where no slot had any weight).
-void ScaleGradients(const std::vector<std::pair<std::string, torch::Tensor>>& params, double total_weight);
 
 }  // namespace dflash::trainer

@@ -25,10 +25,10 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
-Result<DrafterConfig> DrafterConfigFor(const TrainOptions& o, const TargetConfig& target) {
-  if (!o.drafter_init.empty()) return LoadDrafterConfig(o.drafter_init / "config.json");
+Result<setup::DrafterConfig> DrafterConfigFor(const TrainOptions& o, const setup::TargetConfig& target) {
+  if (!o.drafter_init.empty()) return setup::LoadDrafterConfig(o.drafter_init / "config.json");
   if (o.drafter_config.empty()) return InvalidArgument("give --drafter-config (fresh drafter) or --drafter-init");
-  DFLASH_ASSIGN_OR_RETURN(DrafterConfig c, LoadDrafterConfig(o.drafter_config));
+  DFLASH_ASSIGN_OR_RETURN(setup::DrafterConfig c, setup::LoadDrafterConfig(o.drafter_config));
   return c;
 }
 
@@ -48,19 +48,7 @@ Result<TrainOptions> RankOptions(const TrainOptions& options, const dist::RankEn
   return o;
 }
 
-}  // namespace
-
-void RequestTrainingStop() { g_stop_requested = true; }
-
-Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, std::ostream& log) {
-  DFLASH_ASSIGN_OR_RETURN(dist::RankEnv env, dist::ReadRankEnv());
-  return Create(options, log, env);
-}
-
-Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, std::ostream& log,
-                                                 const dist::RankEnv& env) {
-  DFLASH_ASSIGN_OR_RETURN(TrainOptions options, RankOptions(given, env));
-  const TrainOptions& o = options;
+Status ValidateOptions(const TrainOptions& o) {
   if (o.target_dir.empty() == o.random_target.empty()) {
     return InvalidArgument("give exactly one of --target (a Hugging Face model folder) and --random-target "
                            "(a config.json)");
@@ -79,102 +67,143 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, std:
   if (o.target_device_offset < 0) {
     return InvalidArgument("--target-device-offset must be >= 0 (0: the target on the drafter's GPU)");
   }
-  std::unique_ptr<Trainer> t(new Trainer(options, log));
-  DFLASH_ASSIGN_OR_RETURN(RunDevice device, ResolveDevice(o));
-  t->device_ = device.device;
-  t->compute_dtype_ = device.compute_dtype;
-  DFLASH_RETURN_IF_ERROR(t->PlaceTarget(env));
-  DFLASH_ASSIGN_OR_RETURN(t->comm_, dist::Communicator::Create(env, t->device_,
-                                                               std::chrono::seconds(o.dist_timeout_s)));
-  t->shard_ = {env.rank, env.world_size, o.batch_size * o.grad_accum};
-  if (env.distributed()) {
-    log << "data parallel: rank " << env.rank << " of " << env.world_size << " (local rank " << env.local_rank
-        << ") on " << t->device_.str() << ", " << (t->device_.is_cuda() ? "NCCL" : "gloo") << " through "
-        << env.master_addr << ":" << env.master_port << ", timeout " << o.dist_timeout_s << " s\n";
-  }
-  if (t->target_device_ != t->device_) {
-    log << "placement: drafter on " << t->device_.str() << ", target on " << t->target_device_.str()
-        << " (--target-device-offset " << o.target_device_offset << ": features move GPU to GPU)\n";
-  }
+  if (o.profile_steps < 0) return InvalidArgument("--profile-steps must be >= 0 (0: no trace)");
+  return Status::Ok();
+}
 
-  // Models.
-  const bool random_target = !o.random_target.empty();
-  DFLASH_ASSIGN_OR_RETURN(TargetConfig target_config,
-                          LoadTargetConfig(random_target ? o.random_target : o.target_dir / "config.json"));
-  DFLASH_ASSIGN_OR_RETURN(DrafterConfig drafter_config, DrafterConfigFor(o, target_config));
-  DFLASH_ASSIGN_OR_RETURN(std::vector<std::int64_t> taps, ResolveTappedLayers(drafter_config, target_config));
-  drafter_config.target_layer_ids = taps;
-  drafter_config.num_target_layers = target_config.num_hidden_layers;
-  if (drafter_config.vocab_size != 0 && drafter_config.vocab_size != target_config.vocab_size) {
-    return InvalidArgument("the drafter's vocab_size " + std::to_string(drafter_config.vocab_size) +
-                           " differs from the target's " + std::to_string(target_config.vocab_size));
+// The drafter runs on the target's features, embedding and lm_head: their sizes must agree.
+Status CheckDrafterFitsTarget(const setup::DrafterConfig& d, const setup::TargetConfig& t) {
+  if (d.vocab_size != 0 && d.vocab_size != t.vocab_size) {
+    return InvalidArgument("the drafter's vocab_size " + std::to_string(d.vocab_size) + " differs from the target's " +
+                           std::to_string(t.vocab_size));
   }
-  if (drafter_config.mask_token_id < 0 || drafter_config.mask_token_id >= target_config.vocab_size) {
-    return InvalidArgument("mask_token_id " + std::to_string(drafter_config.mask_token_id) +
-                           " is outside the target's vocabulary");
+  if (d.mask_token_id < 0 || d.mask_token_id >= t.vocab_size) {
+    return InvalidArgument("mask_token_id " + std::to_string(d.mask_token_id) + " is outside the target's vocabulary");
   }
-  if (drafter_config.hidden_size != target_config.hidden_size) {
+  if (d.hidden_size != t.hidden_size) {
     return InvalidArgument("the drafter's hidden_size must equal the target's (it uses the target's embedding)");
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RequestTrainingStop() { g_stop_requested = true; }
+
+Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& options, std::ostream& log) {
+  DFLASH_ASSIGN_OR_RETURN(dist::RankEnv env, dist::ReadRankEnv());
+  return Create(options, log, env);
+}
+
+Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, std::ostream& log,
+                                                 const dist::RankEnv& env) {
+  DFLASH_ASSIGN_OR_RETURN(TrainOptions options, RankOptions(given, env));
+  DFLASH_RETURN_IF_ERROR(ValidateOptions(options));
+  std::unique_ptr<Trainer> t(new Trainer(options, log));
+  DFLASH_RETURN_IF_ERROR(t->SetUpDevices(env));
+  DFLASH_RETURN_IF_ERROR(t->LoadModels());
+  DFLASH_RETURN_IF_ERROR(t->SetUpOps());
+  DFLASH_RETURN_IF_ERROR(t->SetUpData());
+  DFLASH_RETURN_IF_ERROR(t->ResumeOrStart(env));
+  return t;
+}
+
+Status Trainer::SetUpDevices(const dist::RankEnv& env) {
+  const TrainOptions& o = options_;
+  DFLASH_ASSIGN_OR_RETURN(RunDevice device, ResolveDevice(o));
+  device_ = device.device;
+  compute_dtype_ = device.compute_dtype;
+  DFLASH_RETURN_IF_ERROR(PlaceTarget(env));
+  DFLASH_ASSIGN_OR_RETURN(comm_, dist::Communicator::Create(env, device_, std::chrono::seconds(o.dist_timeout_s)));
+  shard_ = {env.rank, env.world_size, o.batch_size * o.grad_accum};
+  if (env.distributed()) {
+    log_ << "data parallel: rank " << env.rank << " of " << env.world_size << " (local rank " << env.local_rank
+         << ") on " << device_.str() << ", " << (device_.is_cuda() ? "NCCL" : "gloo") << " through "
+         << env.master_addr << ":" << env.master_port << ", timeout " << o.dist_timeout_s << " s\n";
+  }
+  if (target_device_ != device_) {
+    log_ << "placement: drafter on " << device_.str() << ", target on " << target_device_.str()
+         << " (--target-device-offset " << o.target_device_offset << ": features move GPU to GPU)\n";
+  }
+  return Status::Ok();
+}
+
+Status Trainer::LoadModels() {
+  const TrainOptions& o = options_;
+  const bool random_target = !o.random_target.empty();
+  DFLASH_ASSIGN_OR_RETURN(setup::TargetConfig target_config,
+                          setup::LoadTargetConfig(random_target ? o.random_target : o.target_dir / "config.json"));
+  DFLASH_ASSIGN_OR_RETURN(setup::DrafterConfig drafter_config, DrafterConfigFor(o, target_config));
+  DFLASH_ASSIGN_OR_RETURN(std::vector<std::int64_t> taps, setup::ResolveTappedLayers(drafter_config, target_config));
+  drafter_config.target_layer_ids = taps;
+  drafter_config.num_target_layers = target_config.num_hidden_layers;
+  DFLASH_RETURN_IF_ERROR(CheckDrafterFitsTarget(drafter_config, target_config));
   TargetLoadOptions target_options;
-  target_options.device = t->target_device_;
-  target_options.dtype = device.device.is_cuda() ? torch::kBFloat16 : t->compute_dtype_;
+  target_options.device = target_device_;
+  target_options.dtype = device_.is_cuda() ? torch::kBFloat16 : compute_dtype_;
   target_options.taps = taps;
-  log << "target: " << (random_target ? "random, shaped as " + o.random_target.string() : o.target_dir.string())
-      << " (" << target_config.model_type << ", "
-      << target_config.num_hidden_layers << " layers, taps";
-  for (auto l : taps) log << ' ' << l;
-  log << "; layers after " << taps.back() << " not loaded)\n";
+  log_ << "target: " << (random_target ? "random, shaped as " + o.random_target.string() : o.target_dir.string())
+       << " (" << target_config.model_type << ", " << target_config.num_hidden_layers << " layers, taps";
+  for (auto l : taps) log_ << ' ' << l;
+  log_ << "; layers after " << taps.back() << " not loaded)\n";
   if (random_target) {
     const auto start = std::chrono::steady_clock::now();
     try {
-      t->target_ = TargetModel::RandomInit(target_config, target_options, o.seed);
+      target_ = TargetModel::RandomInit(target_config, target_options, o.seed);
     } catch (const c10::Error& e) {
       return InvalidArgument("--random-target " + o.random_target.string() + ": " + e.what_without_backtrace());
     }
-    log << "target: random weights drawn on " << t->target_device_.str() << " in " << Seconds(start) << " s\n";
+    log_ << "target: random weights drawn on " << target_device_.str() << " in " << Seconds(start) << " s\n";
   } else {
-    DFLASH_ASSIGN_OR_RETURN(t->target_, TargetModel::Load(o.target_dir, target_options));
+    DFLASH_ASSIGN_OR_RETURN(target_, TargetModel::Load(o.target_dir, target_options));
   }
   if (!o.drafter_init.empty()) {
-    DFLASH_ASSIGN_OR_RETURN(t->drafter_, Drafter::Load(o.drafter_init, t->device_));
+    DFLASH_ASSIGN_OR_RETURN(drafter_, Drafter::Load(o.drafter_init, device_));
   } else {
     try {
-      t->drafter_ = Drafter::Create(drafter_config, t->device_, o.seed);
+      drafter_ = Drafter::Create(drafter_config, device_, o.seed);
     } catch (const c10::Error& e) {
       return InvalidArgument("drafter config " + o.drafter_config.string() + ": " + e.what_without_backtrace());
     }
   }
   std::int64_t num_params = 0;
-  for (const auto& [name, p] : t->drafter_->named_parameters()) num_params += p.numel();
-  log << "drafter: " << drafter_config.num_hidden_layers << " layers, hidden " << drafter_config.hidden_size << ", "
-      << num_params << " trainable parameters (fp32 masters), compute " << torch::toString(t->compute_dtype_)
-      << " on " << t->device_.str() << "\n";
-  const bool pairs = t->target_device_ != t->device_;  // target and drafter on two GPUs: one backend per side
-  DFLASH_ASSIGN_OR_RETURN(OpsBackend backend, MakeOps(o, RunDevice{t->device_, t->compute_dtype_}, target_config,
-                                                       drafter_config, pairs ? OpSide::kDrafter : OpSide::kBoth,
-                                                       log));
-  t->fixed_shapes_ = backend.cache != nullptr;
-  t->kernel_uses_ = std::move(backend.uses);
-  t->kernel_cache_ = std::move(backend.cache);
-  t->ops_ = std::move(backend.ops);
-  if (pairs) {
-    log << "target ops on " << t->target_device_.str() << ":\n";
-    DFLASH_ASSIGN_OR_RETURN(OpsBackend target_backend,
-                            MakeOps(o, RunDevice{t->target_device_, t->compute_dtype_}, target_config,
-                                    drafter_config, OpSide::kTarget, log));
-    t->kernel_uses_.insert(t->kernel_uses_.end(), target_backend.uses.begin(), target_backend.uses.end());
-    t->target_kernel_cache_ = std::move(target_backend.cache);
-    t->target_ops_ = std::move(target_backend.ops);
-    t->routed_ops_ = std::make_unique<DeviceRoutedOps>(*t->ops_, t->device_, *t->target_ops_, t->target_device_);
-    torch::NoGradGuard no_grad;
-    t->head_embed_ = t->target_->embed_tokens().to(t->device_);
-    t->head_lm_ = t->target_->lm_head().is_same(t->target_->embed_tokens()) ? t->head_embed_
-                                                                             : t->target_->lm_head().to(t->device_);
-  }
-  DFLASH_RETURN_IF_ERROR(t->AgreeOnKernels());
+  for (const auto& [name, p] : drafter_->named_parameters()) num_params += p.numel();
+  log_ << "drafter: " << drafter_config.num_hidden_layers << " layers, hidden " << drafter_config.hidden_size << ", "
+       << num_params << " trainable parameters (fp32 masters), compute " << torch::toString(compute_dtype_) << " on "
+       << device_.str() << "\n";
+  return Status::Ok();
+}
 
-  // Data and schedule.
+Status Trainer::SetUpOps() {
+  const TrainOptions& o = options_;
+  const setup::TargetConfig& target_config = target_->config();
+  const setup::DrafterConfig& drafter_config = drafter_->config();
+  const bool pairs = target_device_ != device_;  // target and drafter on two GPUs: one backend per side
+  const setup::OpSide side = pairs ? setup::OpSide::kDrafter : setup::OpSide::kBoth;
+  DFLASH_ASSIGN_OR_RETURN(OpsBackend backend,
+                          MakeOps(o, RunDevice{device_, compute_dtype_}, target_config, drafter_config, side, log_));
+  fixed_shapes_ = backend.cache != nullptr;
+  kernel_uses_ = std::move(backend.uses);
+  kernel_cache_ = std::move(backend.cache);
+  ops_ = std::move(backend.ops);
+  if (pairs) {
+    log_ << "target ops on " << target_device_.str() << ":\n";
+    DFLASH_ASSIGN_OR_RETURN(OpsBackend target_backend, MakeOps(o, RunDevice{target_device_, compute_dtype_},
+                                                               target_config, drafter_config,
+                                                               setup::OpSide::kTarget, log_));
+    kernel_uses_.insert(kernel_uses_.end(), target_backend.uses.begin(), target_backend.uses.end());
+    target_kernel_cache_ = std::move(target_backend.cache);
+    target_ops_ = std::move(target_backend.ops);
+    routed_ops_ = std::make_unique<DeviceRoutedOps>(*ops_, device_, *target_ops_, target_device_);
+    torch::NoGradGuard no_grad;
+    head_embed_ = target_->embed_tokens().to(device_);
+    head_lm_ = target_->lm_head().is_same(target_->embed_tokens()) ? head_embed_ : target_->lm_head().to(device_);
+  }
+  return AgreeOnKernels();
+}
+
+Status Trainer::SetUpData() {
+  const TrainOptions& o = options_;
   DFLASH_ASSIGN_OR_RETURN(auto dataset, data::JsonlDataset::Open(o.data));
   auto shared_dataset = std::make_shared<const data::JsonlDataset>(std::move(dataset));
   data::BatcherOptions batcher_options;
@@ -182,59 +211,63 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainOptions& given, std:
   batcher_options.mode = o.row_mode;
   batcher_options.seed = o.seed;
   DFLASH_ASSIGN_OR_RETURN(auto batcher, data::Batcher::Create(shared_dataset, batcher_options));
-  t->batcher_ = std::make_unique<data::Batcher>(std::move(batcher));
-  const std::int64_t rows_per_step = t->shard_.global_rows();
+  batcher_ = std::make_unique<data::Batcher>(std::move(batcher));
+  const std::int64_t rows_per_step = shard_.global_rows();
   std::int64_t total_rows = 0;
-  for (std::int64_t e = 0; e < o.epochs; ++e) total_rows += static_cast<std::int64_t>(t->batcher_->RowsInEpoch(e));
-  t->schedule_.peak_lr = o.lr;
-  t->schedule_.warmup_fraction = o.warmup_fraction;
-  t->schedule_.total_steps = o.max_steps > 0 ? o.max_steps : std::max<std::int64_t>(1, total_rows / rows_per_step);
-  log << "data: " << o.data.string() << " (" << shared_dataset->size() << " samples), " << total_rows
-      << " rows over " << o.epochs << " epochs, " << rows_per_step << " rows per step"
-      << (env.distributed() ? " (" + std::to_string(t->shard_.rows_per_rank) + " per rank)" : std::string())
-      << " -> "
-      << t->schedule_.total_steps << " steps\n";
-
+  for (std::int64_t e = 0; e < o.epochs; ++e) total_rows += static_cast<std::int64_t>(batcher_->RowsInEpoch(e));
+  schedule_.peak_lr = o.lr;
+  schedule_.warmup_fraction = o.warmup_fraction;
+  schedule_.total_steps = o.max_steps > 0 ? o.max_steps : std::max<std::int64_t>(1, total_rows / rows_per_step);
+  log_ << "data: " << o.data.string() << " (" << shared_dataset->size() << " samples), " << total_rows
+       << " rows over " << o.epochs << " epochs, " << rows_per_step << " rows per step"
+       << (shard_.world_size > 1 ? " (" + std::to_string(shard_.rows_per_rank) + " per rank)" : std::string())
+       << " -> " << schedule_.total_steps << " steps\n";
   AdamWOptions adam;
   adam.weight_decay = o.weight_decay;
-  t->optimizer_ = std::make_unique<AdamW>(t->drafter_->named_parameters(), adam);
+  optimizer_ = std::make_unique<AdamW>(drafter_->named_parameters(), adam);
+  return Status::Ok();
+}
 
-  // Resume.
+Status Trainer::ResumeOrStart(const dist::RankEnv& env) {
+  const TrainOptions& o = options_;
   std::error_code ec;
   fs::create_directories(o.output_dir, ec);
   if (ec) return IoError("cannot create --output " + o.output_dir.string() + ": " + ec.message());
   auto latest = LatestCheckpoint(o.output_dir);
   if (o.resume) {
     if (!latest.ok()) return latest.status().WithContext("--resume");
-    DFLASH_ASSIGN_OR_RETURN(TrainState state, LoadTrainCheckpoint(*latest, *t->drafter_, *t->optimizer_));
+    DFLASH_ASSIGN_OR_RETURN(TrainState state, LoadTrainCheckpoint(*latest, *drafter_, *optimizer_));
     DFLASH_RETURN_IF_ERROR(o.CheckResumable(state.options));
-    DFLASH_RETURN_IF_ERROR(t->batcher_->Restore(state.batcher).WithContext("--resume"));
-    t->step_ = state.step;
-    t->rows_done_ = state.progress.value("rows_done", std::int64_t{0});
-    t->elapsed_s_ = state.progress.value("elapsed_s", 0.0);
-    log << "resumed from " << latest->string() << " at step " << t->step_ << "\n";
+    DFLASH_RETURN_IF_ERROR(batcher_->Restore(state.batcher).WithContext("--resume"));
+    step_ = state.step;
+    rows_done_ = state.progress.value("rows_done", std::int64_t{0});
+    elapsed_s_ = state.progress.value("elapsed_s", 0.0);
+    log_ << "resumed from " << latest->string() << " at step " << step_ << "\n";
   } else if (latest.ok()) {
     return InvalidArgument("--output " + o.output_dir.string() + " already holds a run (" + latest->string() +
                            "); pass --resume to continue it or choose another folder");
   }
   // Every rank starts from rank 0's weights (the same seed or checkpoint gives the same ones; this makes it certain).
   std::vector<torch::Tensor> weights;
-  for (const auto& [name, p] : t->drafter_->named_parameters()) weights.push_back(p);
-  DFLASH_RETURN_IF_ERROR(t->comm_->Broadcast(weights, 0));
+  for (const auto& [name, p] : drafter_->named_parameters()) weights.push_back(p);
+  DFLASH_RETURN_IF_ERROR(comm_->Broadcast(weights, 0));
   if (env.distributed()) {
-    t->grad_sync_ = std::make_unique<dist::GradientSync>(*t->comm_, std::move(weights), o.bucket_mb << 20);
+    grad_sync_ = std::make_unique<dist::GradientSync>(*comm_, std::move(weights), o.bucket_mb << 20);
   }
   if (env.is_main()) {
     DFLASH_ASSIGN_OR_RETURN(auto metrics_log, MetricsLog::Open(o.output_dir / "metrics.jsonl"));
-    t->metrics_log_ = std::make_unique<MetricsLog>(std::move(metrics_log));
+    metrics_log_ = std::make_unique<MetricsLog>(std::move(metrics_log));
   }
-  return t;
+  DFLASH_ASSIGN_OR_RETURN(timer_, StepTimer::Create(device_));
+  return Status::Ok();
 }
 
 Status Trainer::TakeStep() {
   const auto start = std::chrono::steady_clock::now();
+  DFLASH_RETURN_IF_ERROR(timer_->Begin());
   const double lr = schedule_.At(step_);
   RowStepOptions row_options;
+  row_options.timer = timer_.get();
   row_options.num_anchors = options_.num_anchors;
   row_options.compute_dtype = compute_dtype_;
   row_options.loss_chunk_rows = options_.loss_chunk_rows;
@@ -283,6 +316,7 @@ Status Trainer::TakeStep() {
            << " started during the backward of the first step\n";
     }
   }
+  DFLASH_RETURN_IF_ERROR(timer_->End(StepPhase::kGradSync));
   // The global batch: sums over the ranks (the stop request too, so that all ranks stop after the same step).
   std::vector<double> sums = {weighted_ce, weight_sum, double(tokens), double(labelled), double(correct),
                               g_stop_requested ? 1.0 : 0.0};
@@ -296,11 +330,9 @@ Status Trainer::TakeStep() {
   stop_agreed_ = sums[5] > 0;
   std::vector<int> accepts;
   for (int a = 0; a <= block_size; ++a) accepts.insert(accepts.end(), static_cast<std::size_t>(sums[6 + a]), a);
-  const auto params = drafter_->named_parameters();
-  ScaleGradients(params, weight_sum);
-  const double grad_norm = ClipGradNorm(params, options_.max_grad_norm);
-  if (weight_sum > 0) optimizer_->Step(lr);
+  const double grad_norm = optimizer_->Update(lr, weight_sum, options_.max_grad_norm);
   optimizer_->ZeroGrad();
+  DFLASH_RETURN_IF_ERROR(timer_->End(StepPhase::kOptimizer));
   ++step_;
   if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
 
@@ -317,6 +349,7 @@ Status Trainer::TakeStep() {
   m.lr = lr;
   m.grad_norm = grad_norm;
   m.step_time_s = Seconds(start);
+  DFLASH_ASSIGN_OR_RETURN(m.phases, timer_->Collect(1e3 * m.step_time_s));
   elapsed_s_ += m.step_time_s;
   m.tokens = tokens;
   m.tokens_per_s = m.step_time_s > 0 ? double(tokens) / m.step_time_s : 0.0;
@@ -373,14 +406,38 @@ Status Trainer::Save() {
   return Status::Ok();
 }
 
+Status Trainer::ProfileAround(std::int64_t steps_in_process) {
+  const std::int64_t n = options_.profile_steps;
+  if (n <= 0) return Status::Ok();
+  if (steps_in_process == 1 && !profiler_) {  // after the first step: start-up and first-touch costs stay out
+    DFLASH_ASSIGN_OR_RETURN(profiler_, StepProfiler::Start(device_.is_cuda()));
+    profile_first_step_ = step_ + 1;
+    return Status::Ok();
+  }
+  if (profiler_ && (steps_in_process == 1 + n || step_ >= schedule_.total_steps || stop_agreed_)) {
+    if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
+    const std::string name = "profile-steps-" + std::to_string(profile_first_step_) + "-" + std::to_string(step_) +
+                             (comm_->world_size() > 1 ? "-rank" + std::to_string(comm_->rank()) : "") + ".json";
+    const fs::path path = options_.output_dir / name;
+    const Status saved = profiler_->StopAndSave(path);
+    profiler_.reset();
+    DFLASH_RETURN_IF_ERROR(saved);
+    log_ << (isatty(2) ? "\n" : "") << "profile: steps " << profile_first_step_ << "-" << step_ << " traced into "
+         << path.string() << " (open it in ui.perfetto.dev or chrome://tracing)\n";
+  }
+  return Status::Ok();
+}
+
 Status Trainer::Run() {
   const bool terminal = isatty(2) != 0;
+  std::int64_t steps_in_process = 0;
   while (step_ < schedule_.total_steps) {
     const bool first_in_process = !stepped_in_process_;
     if (first_in_process) {
       log_ << "start-up: first step begins " << SecondsSinceProcessStart() << " s after process start\n";
     }
     DFLASH_RETURN_IF_ERROR(TakeStep().WithContext("step " + std::to_string(step_ + 1)));
+    DFLASH_RETURN_IF_ERROR(ProfileAround(++steps_in_process));
     if (first_in_process) {
       stepped_in_process_ = true;
       log_ << (terminal ? "\n" : "") << "start-up: first step done " << SecondsSinceProcessStart()
@@ -393,8 +450,7 @@ Status Trainer::Run() {
     if (periodic && step_ < schedule_.total_steps) DFLASH_RETURN_IF_ERROR(Save());
     if (stop_agreed_) {
       DFLASH_RETURN_IF_ERROR(Save());
-      return Status(ErrorCode::kInternal, "stopped by a signal after step " + std::to_string(step_) +
-                                              "; continue with --resume");
+      return Cancelled("stopped by a signal after step " + std::to_string(step_) + "; continue with --resume");
     }
   }
   if (terminal) log_ << "\n";

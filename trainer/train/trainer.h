@@ -32,6 +32,8 @@
 #include "trainer/train/lr_schedule.h"
 #include "trainer/train/metrics.h"
 #include "trainer/train/ops_setup.h"
+#include "trainer/train/step_profiler.h"
+#include "trainer/train/step_timer.h"
 #include "trainer/train/train_options.h"
 
 namespace dflash::trainer {
@@ -64,8 +66,17 @@ class Trainer {
 
  private:
   Trainer(const TrainOptions& options, std::ostream& log) : options_(options), log_(log) {}
+  // The stages of Create, in order: the devices and ranks; the target and drafter; their op backends (the cached
+  // kernels resolved, the ranks agreeing on them); the data and schedule; a resumed checkpoint or a fresh start.
+  Status SetUpDevices(const dist::RankEnv& env);
+  Status LoadModels();
+  Status SetUpOps();
+  Status SetUpData();
+  Status ResumeOrStart(const dist::RankEnv& env);
   Status TakeStep();
   Status Save();
+  // --profile-steps: starts the trace after the process's first step, stops and saves it N steps later.
+  Status ProfileAround(std::int64_t steps_in_process);
   // Data parallelism: every rank must run the same kernels (entry digests and cubin checksums all-gathered).
   Status AgreeOnKernels();
   // Places the target on its own GPU when --target-device-offset asks (sets target_device_).
@@ -90,6 +101,9 @@ class Trainer {
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<data::Batcher> batcher_;
   std::unique_ptr<MetricsLog> metrics_log_;   // rank 0 only
+  std::unique_ptr<StepTimer> timer_;          // the phases of every step (on the drafter's device)
+  std::unique_ptr<StepProfiler> profiler_;    // while --profile-steps records
+  std::int64_t profile_first_step_ = 0;       // the first step the running profile holds
   std::unique_ptr<dist::Communicator> comm_;  // world of 1: every collective is the identity
   std::unique_ptr<dist::GradientSync> grad_sync_;  // several ranks only
   dist::StepShard shard_;

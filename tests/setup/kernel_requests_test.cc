@@ -1,17 +1,17 @@
-// The kernel problems CachedKernelOps looks up are the ones `dflash-tune warmup` tunes: for each preset, the buckets
-// of the requests derived from the training shapes (rows shorter than max_length, fewer anchors, padded rows and
-// packed rows of a few documents) are exactly the buckets of kernels::ProblemsFor(preset) — checked in both
-// directions.
+// The kernel problems CachedKernelOps derives at each launch (OpShape of the row it runs: rows shorter than
+// max_length, fewer anchors, padded rows and packed rows of any document count) fall exactly into the buckets of
+// the requests of the preset's training setup (what `dflash-tune warmup --preset` tunes and dflash-train resolves
+// before its first step) — checked in both directions.
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 #include <utility>
 
-#include "kernels/presets.h"
-#include "trainer/ops/kernel_requests.h"
+#include "setup/kernel_requests.h"
+#include "setup/presets.h"
 
-namespace dflash::trainer {
+namespace dflash::setup {
 namespace {
 
 using Key = std::pair<std::string, std::string>;  // family, bucketed problem
@@ -23,23 +23,24 @@ Key BucketKey(const tuner::KernelFamily& family, const tuner::Problem& problem) 
 }
 
 std::set<Key> PresetKeys(const std::string& preset) {
-  auto shapes = kernels::PresetShapes(preset);
-  EXPECT_TRUE(shapes.ok());
-  auto items = kernels::ProblemsFor(*shapes, nullptr);
-  EXPECT_TRUE(items.ok());
+  auto training = Preset(preset);
+  EXPECT_TRUE(training.ok()) << training.status().ToString();
+  auto items = KernelRequestsFor(*training);
+  EXPECT_TRUE(items.ok()) << items.status().ToString();
   std::set<Key> keys;
-  for (const auto& item : *items) keys.insert(BucketKey(*item.family, item.problem));
+  for (const auto& item : items->requests) keys.insert(BucketKey(*item.family, item.problem));
   return keys;
 }
 
-struct TrainingSetup {
+// The model sizes of a preset, written out by hand from the spec (dflash-training.md) and the tiny preset's files.
+struct ModelShapes {
   std::int64_t tokens, anchors, window, draft_heads, draft_kv, draft_dim;
   std::int64_t target_heads, target_kv, target_dim, gdn_heads, gdn_value_heads;
 };
 
 // The shapes training runs with rows of `tokens` tokens and `anchors` blocks use: padded rows (one document) and
 // packed rows (`docs` documents).
-std::vector<OpShape> RunShapes(const TrainingSetup& s, std::int64_t tokens, std::int64_t anchors, std::int64_t docs) {
+std::vector<OpShape> RunShapes(const ModelShapes& s, std::int64_t tokens, std::int64_t anchors, std::int64_t docs) {
   std::vector<OpShape> shapes;
   const std::int64_t channels = 2 * s.gdn_heads * 128 + s.gdn_value_heads * 128;
   for (const std::int64_t d : {std::int64_t{1}, docs}) {
@@ -69,14 +70,14 @@ void ExpectSameKeys(const std::set<Key>& got, const std::set<Key>& want) {
 }
 
 TEST(KernelRequests, TinyPresetWarmsEveryKeyTheOpsUse) {
-  const TrainingSetup tiny{512, 16, 256, 4, 2, 64, 4, 2, 64, 1, 2};
+  const ModelShapes tiny{512, 16, 256, 4, 2, 64, 4, 2, 64, 1, 2};
   ExpectSameKeys(RequestKeys(RunShapes(tiny, 512, 16, 3)), PresetKeys("tiny"));
   // A shorter row, fewer valid anchors and more documents fall in the same buckets.
   ExpectSameKeys(RequestKeys(RunShapes(tiny, 300, 12, 8)), PresetKeys("tiny"));
 }
 
 TEST(KernelRequests, Dflash27bPresetWarmsEveryKeyTheOpsUse) {
-  const TrainingSetup big{4096, 512, 2048, 32, 8, 128, 24, 4, 256, 16, 48};
+  const ModelShapes big{4096, 512, 2048, 32, 8, 128, 24, 4, 256, 16, 48};
   ExpectSameKeys(RequestKeys(RunShapes(big, 4096, 512, 2)), PresetKeys("dflash-27b"));
   ExpectSameKeys(RequestKeys(RunShapes(big, 3000, 300, 5)), PresetKeys("dflash-27b"));
 }
@@ -91,7 +92,8 @@ TEST(KernelRequests, DraftAttentionNeedsForwardAndBackwardOfTheSameProblem) {
   EXPECT_EQ(requests[0].problem["window"], 32);
   EXPECT_EQ(requests[0].problem["seq_q"], 64);
   EXPECT_EQ(requests[0].problem["seq_kv"], 164);
-  EXPECT_FALSE(KernelRequestsFor(OpShape::DraftAttention(100, 4, 16, 0, 4, 2, 128, false))[0].problem.contains("window"));
+  EXPECT_FALSE(
+      KernelRequestsFor(OpShape::DraftAttention(100, 4, 16, 0, 4, 2, 128, false))[0].problem.contains("window"));
 }
 
 TEST(KernelRequests, PackedRowsUseTheDocBoundVariantOfTheDraftAttention) {
@@ -121,4 +123,4 @@ TEST(KernelRequests, PackedRowsOfAnyDocumentCountShareThePresetKey) {
 }
 
 }  // namespace
-}  // namespace dflash::trainer
+}  // namespace dflash::setup

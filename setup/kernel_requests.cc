@@ -1,4 +1,4 @@
-#include "trainer/ops/kernel_requests.h"
+#include "setup/kernel_requests.h"
 
 #include <algorithm>
 
@@ -7,7 +7,7 @@
 #include "kernels/conv1d/conv1d_family.h"
 #include "kernels/gdn/gdn_family.h"
 
-namespace dflash::trainer {
+namespace dflash::setup {
 
 const char* OpName(OpKind op) {
   switch (op) {
@@ -20,6 +20,14 @@ const char* OpName(OpKind op) {
 }
 
 std::int64_t KeyDocCount(std::int64_t num_docs) { return num_docs <= 1 ? 1 : kMinPackedDocs; }
+
+OpShape::Key OpShape::key() const {
+  const attention::ProblemSpec& a = attention;
+  return {static_cast<std::int64_t>(op), a.mask, a.batch, a.heads_q, a.heads_kv, a.head_dim, a.seq_q, a.seq_kv,
+          a.num_docs, a.block_size, a.ctx_len, a.window, a.doc_bound, conv1d.tokens, conv1d.channels,
+          conv1d.num_seqs, static_cast<std::int64_t>(conv1d.layout), gdn.heads, gdn.value_heads, gdn.tokens,
+          gdn.num_seqs, gdn.initial_state, gdn.final_state};
+}
 
 OpShape OpShape::DraftAttention(std::int64_t context_len, std::int64_t num_blocks, std::int64_t block_size,
                                 std::int64_t window, std::int64_t heads_q, std::int64_t heads_kv,
@@ -107,4 +115,12 @@ std::vector<KernelRequest> KernelRequestsFor(const OpShape& shape) {
   return {};
 }
 
-}  // namespace dflash::trainer
+std::vector<KernelRequest> KernelRequestsFor(const std::vector<OpShape>& shapes) {
+  std::vector<KernelRequest> out;
+  for (const OpShape& shape : shapes) {
+    for (KernelRequest& r : KernelRequestsFor(shape)) out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace dflash::setup

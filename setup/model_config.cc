@@ -1,10 +1,10 @@
-#include "trainer/checkpoint/model_config.h"
+#include "setup/model_config.h"
 
 #include <fstream>
 #include <sstream>
 #include <nlohmann/json.hpp>
 
-namespace dflash::trainer {
+namespace dflash::setup {
 namespace {
 
 using json = nlohmann::json;
@@ -365,4 +365,4 @@ Result<DrafterConfig> LoadDrafterConfig(const std::filesystem::path& path) {
   return ParseDrafterConfig(j, where);
 }
 
-}  // namespace dflash::trainer
+}  // namespace dflash::setup

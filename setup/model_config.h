@@ -3,7 +3,8 @@
 // drafter (spec §3: layer_types / sliding_window, block_size, mask_token_id, target_layer_ids when present, at top
 // level or under "dflash_config"). Also the tapped-layer rule of spec §2.
 // Every missing or mistyped field is an InvalidArgument naming the file (or "config") and the field; an unknown
-// model_type is Unsupported. Callers: the trainer's loaders and tests. Thread-safety: pure functions over values.
+// model_type is Unsupported. Who may call: the trainer's loaders, the training setups (training_setup.h,
+// presets.h), tests. Thread-safety: pure functions over values.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,7 @@
 
 #include "base/status.h"
 
-namespace dflash::trainer {
+namespace dflash::setup {
 
 enum class TargetArch { kQwen3_5Hybrid, kQwen3Dense };
 // Layer kinds of the target: gated delta net ("linear_attention") or (gated) full attention.
@@ -82,4 +83,4 @@ Result<DrafterConfig> ParseDrafterConfig(const nlohmann::json& config, const std
 Result<TargetConfig> LoadTargetConfig(const std::filesystem::path& path);
 Result<DrafterConfig> LoadDrafterConfig(const std::filesystem::path& path);
 
-}  // namespace dflash::trainer
+}  // namespace dflash::setup

@@ -1,11 +1,11 @@
-// Which tuned kernels one trainer operation needs at one shape: OpShape (an operation and its sizes, one row of
-// batch 1) -> KernelRequest (family + problem JSON). The problems are built the way kernels/presets.cc builds the
-// warmup problems (same fields, same mask kinds, doc counts padded into the preset's bucket), so a key warmed by
-// `dflash-tune warmup --preset/--config` is the key CachedKernelOps looks up. CachedKernelOps derives the problems
-// of every launch through these same functions, so Prepare() resolves exactly what the ops will use.
-// Who may call: CachedKernelOps, the trainer (to list the shapes of a run), tests. Thread-safety: pure functions.
+// Which tuned kernels one operation of the models needs at one shape: OpShape (an operation and its sizes, one row of
+// batch 1) -> KernelRequest (family + problem JSON). The one derivation of kernel keys: `dflash-tune warmup` tunes
+// the requests of a training setup's shapes (training_setup.h), and CachedKernelOps derives the problem of every
+// launch through these same functions, so a warmed key is exactly a key the trainer looks up.
+// Who may call: training_setup.h, CachedKernelOps, tests. Thread-safety: pure functions.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,16 +15,15 @@
 #include "kernels/gdn/gdn_problem.h"
 #include "tuner/kernel_family.h"
 
-namespace dflash::trainer {
+namespace dflash::setup {
 
 enum class OpKind { kDraftAttention, kCausalAttention, kConv1d, kGatedDeltaRule };
 const char* OpName(OpKind op);  // "draft_attention", "causal_attention", "conv1d", "gated_delta_rule"
 
 // Packed rows hold a different number of documents each. Their problems (doc-causal attention, conv1d, gated delta
-// rule) are looked up under one key, tuned at kMinPackedDocs documents (the count kernels/presets.cc warms,
-// kPackedDocs there), whatever the row's count: every kernel variant is correct for any document count, so a packed
-// run never meets a missing key mid-training. The launches use the row's real count (the attention pads cu_seqlens
-// with empty documents up to at least kMinPackedDocs).
+// rule) are looked up under one key, tuned at kMinPackedDocs documents, whatever the row's count: every kernel
+// variant is correct for any document count, so a packed run never meets a missing key mid-training. The launches
+// use the row's real count (the attention pads cu_seqlens with empty documents up to at least kMinPackedDocs).
 constexpr std::int64_t kMinPackedDocs = 8;
 std::int64_t KeyDocCount(std::int64_t num_docs);  // 1 for one document, else kMinPackedDocs
 
@@ -33,6 +32,10 @@ struct OpShape {
   attention::ProblemSpec attention;  // draft / causal attention: the launched problem (batch 1)
   conv1d::ProblemSpec conv1d;
   gdn::ProblemSpec gdn;
+
+  // Every field as numbers: equal keys are equal shapes (a map key for callers that resolve each shape once).
+  using Key = std::array<std::int64_t, 23>;
+  Key key() const;
 
   // Drafter attention over S context rows and N blocks of B rows; window 0 = the full mask. `packed_rows`: the
   // blocks carry document starts (DraftMask::doc_start), the problem's doc_bound variant.
@@ -51,7 +54,7 @@ struct OpShape {
 };
 
 struct KernelRequest {
-  std::string operation;  // "draft_attention forward", "conv1d (packed rows)", ...
+  std::string operation;  // "draft_attention forward", "conv1d (packed rows)", "--problem conv1d", ...
   const tuner::KernelFamily* family = nullptr;
   tuner::Problem problem;
 };
@@ -59,5 +62,7 @@ struct KernelRequest {
 // The kernels `shape` launches: draft attention -> attention_fwd and attention_bwd; causal attention ->
 // attention_fwd; conv1d -> conv1d; gated delta rule -> gdn.
 std::vector<KernelRequest> KernelRequestsFor(const OpShape& shape);
+// The requests of every shape, in order (repeats kept: CachedKernelOps::Prepare reports each key once).
+std::vector<KernelRequest> KernelRequestsFor(const std::vector<OpShape>& shapes);
 
-}  // namespace dflash::trainer
+}  // namespace dflash::setup

@@ -1,0 +1,81 @@
+#include "setup/training_setup.h"
+
+#include <set>
+#include <utility>
+
+#include "kernels/gdn/gdn_problem.h"
+
+namespace dflash::setup {
+namespace {
+
+// The conv1d family's kernel width (kernels/conv1d: the kernels are written for 4 taps).
+constexpr std::int64_t kConvWidth = 4;
+
+void AddTargetShapes(const TrainingSetup& s, std::int64_t docs, std::vector<OpShape>& shapes) {
+  const TargetConfig& t = s.target;
+  if (t.arch == TargetArch::kQwen3_5Hybrid) {
+    const std::int64_t channels = 2 * t.linear_num_key_heads * t.linear_key_head_dim +
+                                  t.linear_num_value_heads * t.linear_value_head_dim;
+    shapes.push_back(OpShape::Conv1d(s.max_length, channels, docs));
+    shapes.push_back(OpShape::GatedDeltaRule(s.max_length, static_cast<int>(t.linear_num_key_heads),
+                                             static_cast<int>(t.linear_num_value_heads), docs));
+  }
+  shapes.push_back(OpShape::CausalAttention(s.max_length, docs, t.num_attention_heads, t.num_key_value_heads,
+                                            t.head_dim));
+}
+
+void AddDrafterShapes(const TrainingSetup& s, bool packed, std::vector<OpShape>& shapes) {
+  if (!s.drafter) return;
+  const DrafterConfig& d = *s.drafter;
+  bool full = d.layer_kinds.empty(), sliding = false;
+  for (auto kind : d.layer_kinds) (kind == DrafterLayerKind::kFullAttention ? full : sliding) = true;
+  if (full) {
+    shapes.push_back(OpShape::DraftAttention(s.max_length, s.num_anchors, d.block_size, 0, d.num_attention_heads,
+                                             d.num_key_value_heads, d.head_dim, packed));
+  }
+  if (sliding && d.sliding_window) {
+    shapes.push_back(OpShape::DraftAttention(s.max_length, s.num_anchors, d.block_size, *d.sliding_window,
+                                             d.num_attention_heads, d.num_key_value_heads, d.head_dim, packed));
+  }
+}
+
+}  // namespace
+
+std::vector<OpShape> OpShapesFor(const TrainingSetup& setup, OpSide side) {
+  std::vector<OpShape> shapes;
+  for (const bool packed : {false, true}) {
+    if (!(packed ? setup.packed_rows : setup.padded_rows)) continue;
+    if (side != OpSide::kDrafter) AddTargetShapes(setup, packed ? kMinPackedDocs : 1, shapes);
+    if (side != OpSide::kTarget) AddDrafterShapes(setup, packed, shapes);
+  }
+  return shapes;
+}
+
+Result<SetupRequests> KernelRequestsFor(const TrainingSetup& setup, OpSide side) {
+  const TargetConfig& t = setup.target;
+  if (side != OpSide::kDrafter && t.arch == TargetArch::kQwen3_5Hybrid && t.linear_conv_kernel_dim != kConvWidth) {
+    return Unsupported("linear_conv_kernel_dim " + std::to_string(t.linear_conv_kernel_dim) +
+                       " is not supported by the conv1d family (kernel width " + std::to_string(kConvWidth) + ")");
+  }
+  SetupRequests out;
+  std::set<std::pair<std::string, std::string>> seen;
+  bool gdn_noted = false;
+  for (const OpShape& shape : OpShapesFor(setup, side)) {
+    if (shape.op == OpKind::kGatedDeltaRule &&
+        (t.linear_key_head_dim != gdn::kHeadDim || t.linear_value_head_dim != gdn::kHeadDim)) {
+      if (!gdn_noted) {
+        out.notes.push_back("gdn: head dims " + std::to_string(t.linear_key_head_dim) + "/" +
+                            std::to_string(t.linear_value_head_dim) + " are not supported (the family is written for " +
+                            std::to_string(gdn::kHeadDim) + "); skipped");
+        gdn_noted = true;
+      }
+      continue;
+    }
+    for (KernelRequest& r : KernelRequestsFor(shape)) {
+      if (seen.insert({std::string(r.family->name()), r.problem.dump()}).second) out.requests.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
+}  // namespace dflash::setup
