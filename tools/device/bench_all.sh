@@ -42,7 +42,7 @@ while [ $# -gt 0 ]; do
     --budget) budget="$2"; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --build-dir) build_dir="$2"; shift 2 ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     attention|attention-quick|gdn|step|launch)
       case " ${parts[*]:-} " in *" $1 "*) ;; *) parts+=("$1") ;; esac; shift ;;
     *) echo "bench_all.sh: unknown argument $1 (parts: attention attention-quick gdn step launch; --help)" >&2; exit 2 ;;

@@ -18,7 +18,7 @@ shared=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --shared) shared="$2"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "prepare_carry.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
