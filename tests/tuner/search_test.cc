@@ -80,8 +80,9 @@ TEST(SearchPlan, SeedsThatAreCandidatesComeFirstInTheirOrderAndOnlyOnce) {
   EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()).size(), 36u);
 }
 
-// The tuner's miss of session 6 (kernels/gdn/NOTES.md): a budget of a few variants samples past the best config;
-// with it as a seed, every seed of the sampler measures it, and the seeds do not eat the refinement.
+// A budget of a few variants can sample past the best config (a budget-8 gdn warmup picked a 0.727 ms winner where
+// the best config measured 0.676 ms); with it as a seed, every seed of the sampler measures it, and the seeds do
+// not eat the refinement.
 TEST(SearchPlan, ASeededBestIsNeverMissedByASmallBudget) {
   const Config best{{"a", 4}, {"b", 2}};
   int found_unseeded = 0;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Side-by-side attention benchmark on the GPU machine (issue 4), one run, one GPU: this family's TUNED WINNER (read
+"""Side-by-side attention benchmark on the GPU machine, one run, one GPU: this family's TUNED WINNER (read
 from the kernel cache by kernel_bench) vs torch.compile(flex_attention) with the equivalent BlockMask
 (create_block_mask) for the DFlash layers, and vs SDPA's flash backend for dense causal.
 

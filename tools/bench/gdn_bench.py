@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Side-by-side gated-delta-net forward benchmark on the GPU machine (issue 5), one run, one GPU: this family's TUNED
+"""Side-by-side gated-delta-net forward benchmark on the GPU machine, one run, one GPU: this family's TUNED
 WINNER (read from the kernel cache by kernel_bench) vs flash-linear-attention's chunk_gated_delta_rule forward, BOTH
 timed with CUDA events over CUDA-graph replays (host overhead out of both sides).
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Full-size drafter training step on the GPU machine (issue 6): dflash-train with a randomly initialised
+"""Full-size drafter training step on the GPU machine: dflash-train with a randomly initialised
 Qwen3.6-27B-shaped target (setup/presets/dflash-27b.target.json, drawn on the GPU; layers after the last tap,
 61, are not built) and the 27B DFlash drafter (setup/presets/dflash-27b.drafter.json: 5 layers, hidden 5120, 32/8 heads,
 4 sliding + 1 full layer), rows of --max-length tokens with --anchors anchors, every hot kernel from the cache.

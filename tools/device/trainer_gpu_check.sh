@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The trainer's GPU checks in one device call (issue 6): builds dflash-train and the trainer/attention GPU tests with
+# The trainer's GPU checks in one device call: builds dflash-train and the trainer/attention GPU tests with
 # tools/device/gpu_run.sh, then runs, side by side on the one GPU, the gpu-labelled tests matching REGEX (ctest -j4)
 # and the tiny preset with the cached kernels (`dflash-train --preset tiny --tune-missing` plus EXTRA flags, e.g.
 # `--rows pack`). Logs under $OUT; a short table last. Carry .deb (see gpu_run.sh).

@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# Every side-by-side benchmark of the project, run on the GPU machine in as few device calls as the 10-minute
+# limit of one call allows. Builds once per call (tools/device/gpu_run.sh, only the targets the chosen parts need),
+# then runs the parts in the order given, each bounded by what is left of --deadline, and prints a short summary
+# table last.
+#   bash tools/device/bench_all.sh [--deadline S] [--budget N] [--dry-run [--build-dir DIR]] PART...
+# Parts, with their time on one H200 (the build of dflash-tune + kernel_bench takes 26-34 s of it):
+#   attention        tools/bench/attention_bench.py, all 5 shapes: our tuned winners vs torch.compile(flex_attention)
+#                    with the same BlockMask (DFlash full / sliding, 512 and 128 anchors) and vs SDPA's flash
+#                    backend (dense causal). ~5 min (warmup of the 10 keys ~2 min, flex's first call 5-10 s a shape)
+#   attention-quick  the same for DFlash full 512 and dense causal only (--quick). ~2.5 min
+#   gdn              tools/bench/gdn_bench.py, 4 shapes: our tuned winner vs FLA 0.6.0 chunk_gated_delta_rule, both
+#                    CUDA-graph replays (--budget 12 --reps 10 unless --budget). ~6.5 min: warmup ~20 s per
+#                    8192-token key and ~50 s per 32768-token key, FLA's first call (Triton compile + autotune)
+#                    30-46 s a shape on a fresh machine (372 s measured in all; 259 s with FLA's Triton cache warm)
+#   step             tools/bench/train_step_bench.py (dflash-train's full-size step: a cold run that tunes the
+#                    missing keys + 1 step, ~154 s, then a warm process, ~20 s), then the Python stack's step
+#                    (.whl_py/py_dflash_step.py: SpecForge + FLA + flex, ~100 s), one after the other, plus the
+#                    dflash-train build with the CUDA LibTorch (~2 min, not timed alone). ~7 min; ~88 GiB of GPU
+#                    memory each
+#   launch           build-gpu/tools/bench/launch_bench (host overhead per cached launch), when that target exists
+# Calls that fit 10 minutes: `attention launch`, `gdn`, `step`, `attention-quick gdn` (~9 min: tight).
+# Carry (fill it here with tools/device/prepare_carry.sh): .deb for every part; .whl for gdn and step; .whl_py for
+# step. Device tool: timeout_s 600 with the default --deadline 570 (seconds from this script's start after which
+# no part runs on; what is left is packed and summarised).
+# $OUT (default /tmp/dflash-bench-all): summary.md, logs.tgz (build and bench logs) and one folder per part with
+# its table (.md) and raw JSON (.json): attention/attention_bench.*, gdn/gdn_bench.*, step/step.*, launch/launch.*.
+# The device tool returns at most 8 files, i.e. 3 parts per call.
+# --dry-run (the CPU machine, no GPU, no torch): no build; --build-dir (default build-bench) must hold dflash-tune
+# and kernel_bench (tools/bench/README.md, "Dry runs here"); the bench scripts run with --dry-run, the Python step
+# is printed, not run.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+deadline=570
+budget=""
+dry=0
+build_dir=""
+parts=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --deadline) deadline="$2"; shift 2 ;;
+    --budget) budget="$2"; shift 2 ;;
+    --dry-run) dry=1; shift ;;
+    --build-dir) build_dir="$2"; shift 2 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    attention|attention-quick|gdn|step|launch)
+      case " ${parts[*]:-} " in *" $1 "*) ;; *) parts+=("$1") ;; esac; shift ;;
+    *) echo "bench_all.sh: unknown argument $1 (parts: attention attention-quick gdn step launch; --help)" >&2; exit 2 ;;
+  esac
+done
+[ ${#parts[@]} -gt 0 ] || { echo "bench_all.sh: name at least one part (attention attention-quick gdn step launch)" >&2; exit 2; }
+has() { case " ${parts[*]} " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+if has attention && has attention-quick; then
+  echo "bench_all.sh: attention already includes attention-quick's shapes; name one of them" >&2; exit 2
+fi
+[ ${#parts[@]} -gt 3 ] && echo "bench_all.sh: warning: ${#parts[@]} parts write $((2 + 2 * ${#parts[@]})) files; a device call returns 8 (3 parts)" >&2
+
+out="${OUT:-/tmp/dflash-bench-all}"
+work=/tmp/dflash-bench-all-work
+cache=/tmp/dflash-bench-cache             # attention and gdn keys (a second call on a warm machine reuses them)
+step_cache=/tmp/dflash-bench-step-cache   # fresh every time: the step's cold run measures tuning its keys
+rm -rf "$work"
+mkdir -p "$work" "$out"
+[ -d /opt/torch/.venv/bin ] && export PATH=/opt/torch/.venv/bin:$PATH
+export PYTHONUNBUFFERED=1
+t0=$(date +%s)
+el() { echo "[t=$(( $(date +%s) - t0 )) s] $*"; }
+left() { echo $(( deadline - ($(date +%s) - t0) )); }
+# One line per step of the call: name, exit status (0, a number, skipped or not-built), seconds, note.
+: >"$work/status.tsv"
+record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$work/status.tsv"; }
+pack() { tar -C "$work" --exclude='rows.jsonl' -czf "$out/logs.tgz" . 2>/dev/null; }
+# Runs a command with its output in log $2, ended (with its children: timeout signals its process group) after
+# $1 seconds; 124 when it was.
+bounded() {
+  local limit=$1 log=$2; shift 2
+  [ "$limit" -gt 0 ] || return 124
+  timeout -k 10 "$limit" "$@" >"$log" 2>&1
+}
+
+# What each part needs carried (the GPU machine downloads nothing).
+missing=()
+need() { compgen -G "$1" >/dev/null || missing+=("$1"); }  # $1: a glob
+need ".deb/libsqlite3-dev_*.deb"; need ".deb/libcli11-dev_*.deb"
+if has gdn || has step; then need ".whl/flash_linear_attention-0.6.0-*.whl"; need ".whl/fla_core-0.6.0-*.whl"; fi
+if has step; then need ".whl_py/specforge-0.2.0-*.whl"; need ".whl_py/dflash-0.1.0-*.whl"; need ".whl_py/py_dflash_step.py"; fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "bench_all.sh: missing ${missing[*]}: run tools/device/prepare_carry.sh on the CPU machine and carry its folders" >&2
+  [ "$dry" = 1 ] || exit 2
+fi
+
+# One build for the call, only the targets the parts need.
+targets=""
+if has attention || has attention-quick || has gdn; then targets="dflash-tune kernel_bench"; fi
+has step && targets="$targets dflash-train"
+if has launch; then
+  if grep -qs "launch_bench" tools/bench/CMakeLists.txt; then targets="$targets launch_bench"; else
+    el "launch: no launch_bench target in tools/bench/CMakeLists.txt (not written yet)"; fi
+fi
+targets="${targets# }"
+if [ "$dry" = 1 ]; then
+  build_dir="${build_dir:-build-bench}"
+  el "dry run: would build with: bash tools/device/gpu_run.sh --targets \"$targets\" --no-tests"
+  if has attention || has attention-quick || has gdn; then
+    for b in "$build_dir/tools/dflash_tune/dflash-tune" "$build_dir/tools/bench/kernel_bench"; do
+      [ -x "$b" ] || { echo "bench_all.sh: --dry-run needs $b (tools/bench/README.md, Dry runs here)" >&2; exit 2; }
+    done
+  fi
+else
+  build_dir=build-gpu
+  el "build: $targets"
+  mkdir -p "$work/build"
+  OUT="$work/build" bash tools/device/gpu_run.sh --targets "$targets" --no-tests >"$work/build/gpu_run.log" 2>&1
+  rc=$?
+  cat "$work/build/gpu.txt" 2>/dev/null
+  tail -1 "$work/build/gpu_run.log"
+  record build "$rc" $(( $(date +%s) - t0 )) "$targets"
+  if [ "$rc" != 0 ]; then
+    tail -30 "$work/build/gpu_run.log"
+    pack
+    python3 tools/device/bench_report.py summary "$out" --status "$work/status.tsv"
+    exit 1
+  fi
+  if has gdn || has step; then
+    wheels=(.whl/*.whl)
+    has step && wheels+=(.whl_py/*.whl)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+      "${wheels[@]}" >"$work/pip.log" 2>&1 || { cat "$work/pip.log"; echo "bench_all.sh: wheel install failed" >&2; exit 1; }
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+fi
+dry_arg=()
+[ "$dry" = 1 ] && dry_arg=(--dry-run)
+
+part_attention() {  # $1: attention or attention-quick
+  local args=(--build-dir "$build_dir" --cache-dir "$cache" --out "$out/attention" --work-dir "$work/attention")
+  [ "$1" = attention-quick ] && args+=(--quick)
+  [ -n "$budget" ] && args+=(--budget "$budget")
+  bounded "$(( $(left) - 15 ))" "$work/$1.log" python3 tools/bench/attention_bench.py "${args[@]}" "${dry_arg[@]}"
+}
+
+part_gdn() {
+  bounded "$(( $(left) - 15 ))" "$work/gdn.log" python3 tools/bench/gdn_bench.py --build-dir "$build_dir" \
+    --cache-dir "$cache" --out "$out/gdn" --work-dir "$work/gdn" --budget "${budget:-12}" --reps 10 "${dry_arg[@]}"
+}
+
+part_step() {  # dflash-train's step, then the Python stack's (it keeps ~130 s of what is left)
+  local rc rc_py
+  rm -rf "$step_cache"
+  mkdir -p "$work/step"
+  bounded "$(( $(left) - 145 ))" "$work/step/train_step.log" python3 tools/bench/train_step_bench.py \
+    --build-dir "$build_dir" --cache-dir "$step_cache" --work-dir "$work/step/run" --out "$work/step" "${dry_arg[@]}"
+  rc=$?
+  el "step: dflash-train exit $rc"
+  local py=(python3 .whl_py/py_dflash_step.py --steps 6 --warmup 1 --out "$work/step/py")
+  if [ "$dry" = 1 ]; then
+    echo "dry run: would run: ${py[*]}" | tee "$work/step/py_step.log"
+    rc_py=0
+  else
+    bounded "$(( $(left) - 15 ))" "$work/step/py_step.log" "${py[@]}"
+    rc_py=$?
+    el "step: Python stack exit $rc_py"
+  fi
+  python3 tools/device/bench_report.py step --dflash-train "$work/step/train_step_bench.json" \
+    --python "$work/step/py/py_step.json" --python-partial "$work/step/py/py_step.partial.json" \
+    --out "$out/step" >/dev/null
+  [ "$rc" = 0 ] && [ "$rc_py" = 0 ]
+}
+
+# ---- launch part: host overhead per cached launch. launch_bench is being written by the lead; its arguments are
+# not settled yet: `--cache-dir` is all this part passes. Adjust launch_args when the program exists.
+part_launch() {
+  local bin="$build_dir/tools/bench/launch_bench"
+  local launch_args=(--cache-dir "$cache")
+  mkdir -p "$out/launch"
+  if [ ! -x "$bin" ]; then
+    echo "launch: not built ($bin is missing)" | tee "$out/launch/launch.md"
+    return 3
+  fi
+  if [ "$dry" = 1 ]; then
+    echo "dry run: would run: $bin ${launch_args[*]}" | tee "$out/launch/launch.md"
+    return 0
+  fi
+  bounded "$(( $(left) - 15 ))" "$work/launch.log" "$bin" "${launch_args[@]}"
+  local rc=$?
+  cp "$work/launch.log" "$out/launch/launch.md"
+  grep '^{' "$work/launch.log" | tail -1 >"$out/launch/launch.json"
+  [ -s "$out/launch/launch.json" ] || rm -f "$out/launch/launch.json"
+  return $rc
+}
+# ---- end of the launch part
+
+for part in "${parts[@]}"; do
+  if [ "$(left)" -lt 60 ]; then
+    el "$part: skipped, $(left) s left of the deadline"
+    record "$part" skipped 0 "deadline"
+    continue
+  fi
+  el "$part: start ($(left) s left)"
+  ts=$(date +%s)
+  case "$part" in
+    attention|attention-quick) part_attention "$part" ;;
+    gdn) part_gdn ;;
+    step) part_step ;;
+    launch) part_launch ;;
+  esac
+  rc=$?
+  secs=$(( $(date +%s) - ts ))
+  note=""
+  [ "$rc" = 124 ] && note="cut at the deadline"
+  [ "$part" = launch ] && [ "$rc" = 3 ] && { rc="not-built"; note="no launch_bench binary"; }
+  el "$part: exit $rc, $secs s"
+  record "$part" "$rc" "$secs" "$note"
+  if [ "$rc" != 0 ] && [ "$rc" != not-built ]; then  # the end of the part's logs (all of them are in logs.tgz)
+    case "$part" in
+      step) logs=("$work/step/train_step.log" "$work/step/py_step.log") ;;
+      *) logs=("$work/$part.log") ;;
+    esac
+    for f in "${logs[@]}"; do [ -f "$f" ] && { echo "-- end of $f"; tail -12 "$f"; }; done
+  fi
+  for f in "$out/${part%-quick}"/*.md; do [ -f "$f" ] && cat "$f"; done
+  pack
+done
+# Exit 1 when a part failed, was cut or skipped; "not built" is no failure: the part's program does not exist yet.
+status=0
+grep -qvP '^[^\t]+\t(0|not-built)\t' "$work/status.tsv" && status=1
+pack
+el "summary (reference / ours above 1: ours is faster)"
+python3 tools/device/bench_report.py summary "$out" --status "$work/status.tsv"
+exit $status
