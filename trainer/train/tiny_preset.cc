@@ -3,9 +3,9 @@
 #include <chrono>
 #include <fstream>
 
+#include "base/atomic_file.h"
 #include "kernels/presets.h"
 #include "trainer/checkpoint/model_config.h"
-#include "trainer/checkpoint/posix_file.h"
 #include "trainer/checkpoint/target_tensors.h"
 #include "trainer/models/drafter_config.h"
 #include "trainer/models/target_model.h"
