@@ -1,50 +1,19 @@
 #include "cache/bundle.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <sstream>
 
+#include "base/atomic_file.h"
+#include "base/sha256.h"
 #include "cache/cubin_elf.h"
 #include "cache/rows.h"
-#include "base/sha256.h"
 
 namespace dflash::cache {
 namespace {
 
 constexpr const char* kFormat = "dflash-tune-bundle";
 constexpr int kBundleVersion = 1;
-
-Status WriteFileAtomically(const std::filesystem::path& path, const std::string& bytes) {
-  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError("cannot create " + tmp.string() + ": " + std::strerror(errno));
-  std::size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      Status st = IoError("cannot write " + tmp.string() + ": " + std::strerror(errno));
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return st;
-    }
-    off += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return IoError("cannot flush " + tmp.string() + ": " + std::strerror(errno));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return IoError("cannot rename to " + path.string() + ": " + std::strerror(errno));
-  }
-  return Status::Ok();
-}
 
 Status CheckEntry(const Entry& e, const std::string& digest) {
   DFLASH_RETURN_IF_ERROR(VerifyEntry(e, digest));
@@ -68,7 +37,7 @@ Result<ExportReport> ExportBundle(KernelCache& cache, const std::filesystem::pat
     ++report.exported;
   }
   const std::string body = j.dump();
-  DFLASH_RETURN_IF_ERROR(WriteFileAtomically(bundle, body + "\nsha256:" + Sha256Hex(body) + "\n"));
+  DFLASH_RETURN_IF_ERROR(AtomicWriteText(bundle, body + "\nsha256:" + Sha256Hex(body) + "\n"));
   return report;
 }
 

@@ -1,7 +1,7 @@
 // Export/import bundles: a portable, checksummed file that moves tuned entries between machines.
 // Format (version 1): one line of JSON {"format":"dflash-tune-bundle","version":1,"created_at":...,
 // "entries":[<EntryToJson with cubin_base64>...]}, then a trailer line "sha256:<hex of the JSON line>".
-// Written to a temporary file, fsync'ed and renamed, so a bundle is either complete or absent.
+// Published with AtomicWriteFile (base/atomic_file.h), so a bundle is either complete or absent, power cut included.
 // Import verifies the trailer, then every entry's own checksums and cubin, and merges: for a key present on both
 // sides the faster entry (lower median) is kept. Thread-safety: as KernelCache.
 #pragma once

@@ -1,5 +1,5 @@
-// Helpers shared by the cache tests: temp directories, synthetic cubins (a valid CUDA ELF header for a given SM
-// followed by deterministic pseudo-random bytes) and deterministic entries per key index.
+// Helpers shared by the cache tests: temp directories (tests/temp_dir.h), synthetic cubins (a valid CUDA ELF header
+// for a given SM followed by deterministic pseudo-random bytes) and deterministic entries per key index.
 #pragma once
 
 #include <unistd.h>
@@ -12,25 +12,11 @@
 #include <vector>
 
 #include "cache/entry.h"
+#include "tests/temp_dir.h"
 
 namespace dflash::cache::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "dflash-test-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::permissions(path_, std::filesystem::perms::owner_all, std::filesystem::perm_options::add, ec);
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using dflash::testing::TempDir;
 
 // A blob that passes CheckCubinForArch for sm_<sm>: ELF64 LE, EM_CUDA, ABI v8 flags, no section headers.
 inline std::vector<std::uint8_t> FakeCubin(int sm, std::size_t size, std::uint64_t seed) {

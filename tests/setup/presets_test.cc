@@ -5,7 +5,7 @@
 #include <fstream>
 #include <set>
 
-#include "../cache/cache_test_util.h"
+#include "tests/temp_dir.h"
 #include "kernels/registry.h"
 
 namespace dflash::setup {
@@ -91,7 +91,7 @@ TEST(Presets, DefaultPresetCoversTheDflash27bSetupForEveryFamily) {
 }
 
 TEST(Presets, ConfigFileDerivesProblemsFromHuggingFaceConfigs) {
-  cache::testing::TempDir dir;
+  dflash::testing::TempDir dir;
   // A multimodal Qwen3.5-style config nests the text model under text_config.
   Write(dir.path() / "target.json", HybridTarget(/*nested=*/true));
   Write(dir.path() / "drafter.json", Drafter(/*sliding=*/false));
@@ -205,7 +205,7 @@ TEST(TrainingSetup, EveryRequestIsListedOnceAndTheSidesSplitTheList) {
 }
 
 TEST(Presets, BadInputIsAClearError) {
-  cache::testing::TempDir dir;
+  dflash::testing::TempDir dir;
   EXPECT_EQ(Preset("huge").status().code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(SetupFromConfigFile(dir.path() / "missing.json").status().code(), ErrorCode::kNotFound);
   Write(dir.path() / "a.json", {{"max_length", 10}});

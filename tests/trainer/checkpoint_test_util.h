@@ -1,5 +1,5 @@
-// Helpers for the trainer/checkpoint tests: a per-test temp folder, deterministic random tensor bytes, and raw
-// safetensors files built byte by byte (so corrupt files can be hand-made without the writer's checks).
+// Helpers for the trainer/checkpoint tests: a per-test temp folder (tests/temp_dir.h), deterministic random tensor
+// bytes, and raw safetensors files built byte by byte (so corrupt files can be hand-made without the writer's checks).
 #pragma once
 
 #include <unistd.h>
@@ -12,23 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "tests/temp_dir.h"
+
 namespace dflash::trainer::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "dflash-ckpt-test-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using dflash::testing::TempDir;
 
 inline std::vector<std::byte> RandomBytes(std::size_t n, std::uint64_t seed) {
   std::mt19937_64 rng(seed);

@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "tests/cache/cache_test_util.h"
+#include "tests/temp_dir.h"
 #include "trainer/data/batcher.h"
 
 namespace dflash::trainer::data {
 namespace {
 
-using dflash::cache::testing::TempDir;
+using dflash::testing::TempDir;
 
 struct Fixture {
   TempDir dir;

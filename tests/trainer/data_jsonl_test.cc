@@ -7,13 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "tests/cache/cache_test_util.h"
+#include "tests/temp_dir.h"
 #include "trainer/data/jsonl_dataset.h"
 
 namespace dflash::trainer::data {
 namespace {
 
-using dflash::cache::testing::TempDir;
+using dflash::testing::TempDir;
 
 std::string SampleJson(const Sample& s) {
   std::string out = "{\"input_ids\": [";

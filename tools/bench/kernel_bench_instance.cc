@@ -1,11 +1,9 @@
 #include "kernel_bench_instance.h"
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <random>
 #include <vector>
 
+#include "base/atomic_file.h"
 #include "kernels/attention/attention_problem.h"
 #include "kernels/attention/reference.h"
 #include "kernels/gdn/gdn_problem.h"
@@ -61,18 +59,7 @@ Result<nlohmann::json> InstanceFacts(const std::string& family, const tuner::Pro
 }
 
 Status WriteJsonFile(const std::string& path, const nlohmann::json& facts) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    if (!f) return IoError("cannot write " + tmp);
-    f << facts.dump(1) << "\n";
-    f.flush();
-    if (!f) return IoError("writing " + tmp + " failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return IoError("cannot rename " + tmp + " to " + path + ": " + ec.message());
-  return Status::Ok();
+  return AtomicWriteText(path, facts.dump(1) + "\n");
 }
 
 }  // namespace dflash::bench

@@ -22,7 +22,7 @@ namespace dflash::bench {
 // {"family", "problem", "seed", ...family facts...}. Unsupported for a family without instance facts.
 Result<nlohmann::json> InstanceFacts(const std::string& family, const tuner::Problem& problem, std::uint64_t seed);
 
-// Writes `facts` (pretty JSON) to `path` through a temporary file and a rename.
+// Publishes `facts` (pretty JSON) at `path` with AtomicWriteText (base/atomic_file.h).
 Status WriteJsonFile(const std::string& path, const nlohmann::json& facts);
 
 }  // namespace dflash::bench

@@ -15,6 +15,7 @@
 
 #include <unistd.h>
 
+#include "base/atomic_file.h"
 #include "trainer/dist/launcher.h"
 #include "trainer/dist/rank_env.h"
 #include "trainer/models/drafter.h"
@@ -191,7 +192,9 @@ int TinyPreset(TrainOptions options, const CLI::App& app, const dflash::trainer:
     std::filesystem::remove_all(options.output_dir / "checkpoints");
     std::filesystem::remove(options.output_dir / "metrics.jsonl");
   }
-  if (g_rank.distributed()) std::ofstream(ready) << launch_id << "\n";
+  if (g_rank.distributed()) {
+    if (Status s = dflash::AtomicWriteText(ready, launch_id + "\n"); !s.ok()) return Fail(s);
+  }
   if (int rc = Train(options); rc != 0) return rc;
   auto latest = LatestCheckpoint(options.output_dir);
   if (!latest.ok()) return Fail(latest.status());

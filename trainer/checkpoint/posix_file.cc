@@ -4,7 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -70,57 +70,6 @@ Status PosixFile::ReadAt(std::uint64_t offset, std::span<std::byte> out) const {
     done += static_cast<std::size_t>(n);
   }
   return Status::Ok();
-}
-
-Status AtomicWriteFile(const std::filesystem::path& path, const std::function<Status(const ByteSink&)>& produce) {
-  static std::atomic<unsigned> counter{0};
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  const std::filesystem::path tmp =
-      dir / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError("cannot create " + tmp.string() + ": " + Errno(errno));
-
-  auto fail = [&](Status st) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return st;
-  };
-  ByteSink sink = [&](std::span<const std::byte> bytes) -> Status {
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::write(fd, bytes.data() + done, std::min<std::size_t>(bytes.size() - done, 1u << 30));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return IoError("write to " + tmp.string() + " failed: " + Errno(errno));
-      }
-      done += static_cast<std::size_t>(n);
-    }
-    return Status::Ok();
-  };
-  if (Status st = produce(sink); !st.ok()) return fail(st);
-  if (::fsync(fd) != 0) return fail(IoError("fsync of " + tmp.string() + " failed: " + Errno(errno)));
-  if (::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return IoError("close of " + tmp.string() + " failed: " + Errno(err));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return IoError("cannot rename " + tmp.string() + " to " + path.string() + ": " + Errno(err));
-  }
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    const int rc = ::fsync(dfd);
-    const int err = errno;
-    ::close(dfd);
-    if (rc != 0) return IoError("fsync of folder " + dir.string() + " failed: " + Errno(err));
-  }
-  return Status::Ok();
-}
-
-Status AtomicWriteText(const std::filesystem::path& path, std::string_view text) {
-  return AtomicWriteFile(path, [&](const ByteSink& sink) { return sink(std::as_bytes(std::span(text))); });
 }
 
 }  // namespace dflash::trainer

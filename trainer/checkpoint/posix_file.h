@@ -1,18 +1,13 @@
-// PosixFile: a move-only owner of one file descriptor with the few calls the checkpoint code needs
-// (open read-only, size, positioned reads that finish or fail, full writes, fsync) and AtomicWriteFile,
-// the one publish path for checkpoint files: write a temporary beside the target, fsync, rename, fsync the folder.
-// Called by the checkpoint readers/writers and, for AtomicWriteFile, by everything in trainer/ that publishes a
-// file (config.json of models, training checkpoints, synthetic data).
-// Thread-safety: ReadAt (pread) may be called from many threads on one const PosixFile; everything else is
-// single-threaded.
+// PosixFile: a move-only owner of one file descriptor opened read-only, with the few calls the checkpoint readers
+// need (size, positioned reads that finish or fail). Files are written through base/atomic_file.h.
+// Called by the safetensors reader. Thread-safety: ReadAt (pread) may be called from many threads on one const
+// PosixFile; everything else is single-threaded.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <span>
-#include <string_view>
 
 #include "base/status.h"
 
@@ -40,16 +35,5 @@ class PosixFile {
   int fd_ = -1;
   std::filesystem::path path_;
 };
-
-// Appends bytes to the file being written by AtomicWriteFile.
-using ByteSink = std::function<Status(std::span<const std::byte>)>;
-
-// Creates `path` atomically: `produce` writes the content through the sink into a temporary file in the same folder,
-// which is fsync'ed and renamed over `path` (then the folder is fsync'ed). On any error the temporary is removed and
-// `path` is untouched: readers see the old file or the whole new one, never a part.
-Status AtomicWriteFile(const std::filesystem::path& path, const std::function<Status(const ByteSink&)>& produce);
-
-// AtomicWriteFile of a whole text (config.json files, state files, reports).
-Status AtomicWriteText(const std::filesystem::path& path, std::string_view text);
 
 }  // namespace dflash::trainer

@@ -4,7 +4,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
-#include "trainer/checkpoint/posix_file.h"
+#include "base/atomic_file.h"
 
 namespace dflash::trainer {
 

@@ -1,5 +1,5 @@
-// WriteSafetensors: writes named tensors as one .safetensors file (format in safetensors.h), atomically
-// (temporary file + fsync + rename + folder fsync: the path holds the old file or the complete new one).
+// WriteSafetensors: writes named tensors as one .safetensors file (format in safetensors.h), published with
+// AtomicWriteFile (base/atomic_file.h): the path holds the old file or the complete new one.
 // Header: {"__metadata__": {"format": "pt", ...extra}, name: {dtype, shape, data_offsets}...}, padded with spaces
 // to a multiple of 8 bytes; data laid out by element size (largest first), then name, with no gaps, so every tensor
 // starts aligned to its element size. Callers: the trainer (saving drafters) and tests (generating checkpoints).

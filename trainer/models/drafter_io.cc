@@ -3,8 +3,8 @@
 #include <string>
 #include <system_error>
 
+#include "base/atomic_file.h"
 #include "trainer/checkpoint/checkpoint.h"
-#include "trainer/checkpoint/posix_file.h"
 #include "trainer/models/drafter.h"
 #include "trainer/models/drafter_config.h"
 #include "trainer/nn/tensor_io.h"

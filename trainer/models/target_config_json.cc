@@ -3,7 +3,7 @@
 #include <span>
 #include <string>
 
-#include "trainer/checkpoint/posix_file.h"
+#include "base/atomic_file.h"
 
 namespace dflash::trainer {
 

@@ -3,7 +3,7 @@
 // "model.language_model.") when its weight_prefix says so, else at top level (qwen3_5_text); Qwen3 dense at top
 // level. RoPE fields go under "rope_parameters" for the hybrid (as current transformers writes them), at top level
 // for dense. Who may call: TargetModel::SaveHf, presets and tests. Thread-safety: pure functions; the file write is
-// atomic.
+// atomic (base/atomic_file.h).
 #pragma once
 
 #include <filesystem>

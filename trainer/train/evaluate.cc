@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "trainer/checkpoint/posix_file.h"
+#include "base/atomic_file.h"
 #include "trainer/data/jsonl_dataset.h"
 #include "trainer/ops/reference_ops.h"
 #include "trainer/train/ops_setup.h"

@@ -5,7 +5,7 @@
 #include <span>
 #include <string>
 
-#include "trainer/checkpoint/posix_file.h"
+#include "base/atomic_file.h"
 #include "trainer/data/rng.h"
 #include "trainer/models/target_decoder.h"
 

@@ -43,7 +43,7 @@ std::vector<std::int32_t> SyntheticPrompt(std::uint64_t seed, std::uint64_t stre
 // that excludes every token; Internal when the target fails.
 Result<SyntheticData> GenerateSyntheticData(const TargetModel& target, const SyntheticDataOptions& options);
 
-// Writes the samples as JSON Lines ({"input_ids": [...], "loss_mask": [...]}), atomically (checkpoint/posix_file.h).
+// Writes the samples as JSON Lines ({"input_ids": [...], "loss_mask": [...]}), atomically (base/atomic_file.h).
 Status WriteJsonl(const std::filesystem::path& file, const std::vector<data::Sample>& samples);
 
 }  // namespace dflash::trainer

@@ -3,8 +3,8 @@
 #include <chrono>
 #include <fstream>
 
+#include "base/atomic_file.h"
 #include "setup/presets.h"
-#include "trainer/checkpoint/posix_file.h"
 #include "trainer/checkpoint/target_tensors.h"
 #include "trainer/models/drafter_config.h"
 #include "trainer/models/target_model.h"

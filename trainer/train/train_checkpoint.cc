@@ -1,8 +1,5 @@
 #include "trainer/train/train_checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -10,7 +7,7 @@
 #include <system_error>
 #include <vector>
 
-#include "trainer/checkpoint/posix_file.h"
+#include "base/atomic_file.h"
 #include "trainer/nn/tensor_io.h"
 
 namespace dflash::trainer {
@@ -18,14 +15,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kStatePrefix[] = "step-";
-
-Status FsyncDir(const fs::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return IoError("cannot open folder " + dir.string() + " to fsync it");
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  return rc == 0 ? Status::Ok() : IoError("fsync of folder " + dir.string() + " failed");
-}
 
 std::string StepName(std::int64_t step) {
   char buf[32];
@@ -85,7 +74,7 @@ Result<fs::path> SaveTrainCheckpoint(const fs::path& output_dir, const Drafter& 
   if (fs::exists(final_dir)) fs::remove_all(final_dir, ec);  // the same step saved again (e.g. final == periodic)
   fs::rename(partial, final_dir, ec);
   if (ec) return IoError("cannot rename " + partial.string() + " to " + final_dir.string() + ": " + ec.message());
-  DFLASH_RETURN_IF_ERROR(FsyncDir(root));
+  DFLASH_RETURN_IF_ERROR(FsyncDirectory(root));
   DFLASH_RETURN_IF_ERROR(AtomicWriteText(root / "latest", final_dir.filename().string() + "\n"));
 
   auto complete = CompleteCheckpoints(root);

@@ -6,9 +6,10 @@
 //       optimizer.safetensors                            AdamW moments ("<name>.exp_avg", "<name>.exp_avg_sq")
 //       state.json                                       step, optimizer step, batcher position, options, metrics
 //   <output>/checkpoints/latest                          the name of the newest complete checkpoint folder
-// A checkpoint is written into step-N.partial/ (every file fsync'ed), renamed to step-N (folder fsync'ed), and only
-// then named in `latest` (atomic rename). A crash at any point leaves the previous checkpoint and `latest` intact;
-// leftover .partial folders are removed by the next save. Only the newest `keep` checkpoints are kept.
+// A checkpoint is written into step-N.partial/ (every file published with base/atomic_file.h), renamed to step-N
+// (the checkpoints folder fsync'ed with FsyncDirectory), and only then named in `latest` (AtomicWriteText). A crash
+// at any point leaves the previous checkpoint and `latest` intact; leftover .partial folders are removed by the next
+// save. Only the newest `keep` checkpoints are kept.
 // The anchors need no RNG state: they are seeded per step (data/anchors.h StepAnchorSeed).
 // Who may call: the Trainer (one writer per output folder: rank 0). Thread-safety: one thread.
 #pragma once
