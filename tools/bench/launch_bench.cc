@@ -74,7 +74,7 @@ int Run(const Options& o) {
   auto preset = setup::Preset("tiny");
   if (!preset.ok()) return std::cerr << "launch_bench: " << preset.status().ToString() << "\n", 2;
   dflash::cache::CacheOptions cache_options;
-  cache_options.dir = o.cache_dir.empty() ? dflash::cache::DefaultCacheDir() : o.cache_dir;
+  cache_options.dir = o.cache_dir.empty() ? dflash::cache::DefaultCacheDir() : std::filesystem::path(o.cache_dir);
   cache_options.create = o.tune_missing;
   auto cache = dflash::cache::KernelCache::Open(cache_options);
   if (!cache.ok()) return std::cerr << "launch_bench: " << cache.status().ToString() << "\n", 2;

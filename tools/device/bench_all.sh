@@ -18,7 +18,8 @@
 #                    (.whl_py/py_dflash_step.py: SpecForge + FLA + flex, ~100 s), one after the other, plus the
 #                    dflash-train build with the CUDA LibTorch (~2 min, not timed alone). ~7 min; ~88 GiB of GPU
 #                    memory each
-#   launch           build-gpu/tools/bench/launch_bench (host overhead per cached launch), when that target exists
+#   launch           tools/bench/launch_bench: host microseconds per cached launch through the trainer's ops against
+#                    the family's own launch call (the tiny preset's shapes, warmed first with --budget 3). ~1.5 min
 # Calls that fit 10 minutes: `attention launch`, `gdn`, `step`, `attention-quick gdn` (~9 min: tight).
 # Carry (fill it here with tools/device/prepare_carry.sh): .deb for every part; .whl for gdn and step; .whl_py for
 # step. Device tool: timeout_s 600 with the default --deadline 570 (seconds from this script's start after which
@@ -93,10 +94,8 @@ fi
 targets=""
 if has attention || has attention-quick || has gdn; then targets="dflash-tune kernel_bench"; fi
 has step && targets="$targets dflash-train"
-if has launch; then
-  if grep -qs "launch_bench" tools/bench/CMakeLists.txt; then targets="$targets launch_bench"; else
-    el "launch: no launch_bench target in tools/bench/CMakeLists.txt (not written yet)"; fi
-fi
+has launch && targets="$targets dflash-tune launch_bench"
+targets=$(echo "$targets" | tr ' ' '\n' | awk 'NF && !seen[$0]++' | tr '\n' ' ')
 targets="${targets# }"
 if [ "$dry" = 1 ]; then
   build_dir="${build_dir:-build-bench}"
@@ -149,8 +148,11 @@ part_step() {  # dflash-train's step, then the Python stack's (it keeps ~130 s o
   rm -rf "$step_cache"
   mkdir -p "$work/step"
   bounded "$(( $(left) - 145 ))" "$work/step/train_step.log" python3 tools/bench/train_step_bench.py \
-    --build-dir "$build_dir" --cache-dir "$step_cache" --work-dir "$work/step/run" --out "$work/step" "${dry_arg[@]}"
+    --build-dir "$build_dir" --cache-dir "$step_cache" --work-dir "$work/step/run" --out "$work/step" \
+    --profile-steps 1 "${dry_arg[@]}"
   rc=$?
+  mkdir -p "$out/step"
+  cp "$work/step"/profile-steps-*.json.gz "$out/step/" 2>/dev/null  # the Kineto trace of step 2 (Perfetto)
   el "step: dflash-train exit $rc"
   local py=(python3 .whl_py/py_dflash_step.py --steps 6 --warmup 1 --out "$work/step/py")
   if [ "$dry" = 1 ]; then
@@ -167,20 +169,23 @@ part_step() {  # dflash-train's step, then the Python stack's (it keeps ~130 s o
   [ "$rc" = 0 ] && [ "$rc_py" = 0 ]
 }
 
-# ---- launch part: host overhead per cached launch. launch_bench is being written by the lead; its arguments are
-# not settled yet: `--cache-dir` is all this part passes. Adjust launch_args when the program exists.
+# The launch part: the tiny preset's keys (a small budget: the bench times host work, not the kernels), then
+# launch_bench over them.
 part_launch() {
   local bin="$build_dir/tools/bench/launch_bench"
   local launch_args=(--cache-dir "$cache")
   mkdir -p "$out/launch"
-  if [ ! -x "$bin" ]; then
+  if [ ! -x "$bin" ] && [ "$dry" = 0 ]; then
     echo "launch: not built ($bin is missing)" | tee "$out/launch/launch.md"
     return 3
   fi
   if [ "$dry" = 1 ]; then
-    echo "dry run: would run: $bin ${launch_args[*]}" | tee "$out/launch/launch.md"
+    echo "dry run: would run: $build_dir/tools/dflash_tune/dflash-tune --cache-dir $cache warmup --preset tiny" \
+         "--budget 3; $bin ${launch_args[*]}" | tee "$out/launch/launch.md"
     return 0
   fi
+  bounded "$(( $(left) - 30 ))" "$work/launch_warmup.log" "$build_dir/tools/dflash_tune/dflash-tune" \
+    --cache-dir "$cache" warmup --preset tiny --budget 3 || { tail -5 "$work/launch_warmup.log"; return 1; }
   bounded "$(( $(left) - 15 ))" "$work/launch.log" "$bin" "${launch_args[@]}"
   local rc=$?
   cp "$work/launch.log" "$out/launch/launch.md"
@@ -188,7 +193,6 @@ part_launch() {
   [ -s "$out/launch/launch.json" ] || rm -f "$out/launch/launch.json"
   return $rc
 }
-# ---- end of the launch part
 
 for part in "${parts[@]}"; do
   if [ "$(left)" -lt 60 ]; then

@@ -70,10 +70,26 @@ def step_table(dflash, python):
         ("cold run: tune the missing keys + 1 step (wall)", fmt(d("cold_run_wall_s"), ".1f", " s"), "-"),
         ("peak GPU memory (allocator)", fmt(d("peak_memory_gib"), ".1f", " GiB"), fmt(p("peak_memory_gib"), ".1f", " GiB")),
     ]
-    phases = p("median_phases_s")
-    if isinstance(phases, dict):
-        rows.append(("Python step phases (median)", "-",
-                     ", ".join("%s %.0f ms" % (k, v * 1e3) for k, v in phases.items())))
+    # Phases side by side (median ms). dflash-train times the loss apart from the drafter forward, the Python stack
+    # times them together; its "metrics" phase holds what follows the optimizer.
+    ours, theirs = d("phases_ms") or {}, p("median_phases_s") or {}
+    if ours or theirs:
+        t = lambda k: None if k not in theirs else theirs[k] * 1e3  # noqa: E731
+        both = lambda *ks: None if not all(k in ours for k in ks) else sum(ours[k] for k in ks)  # noqa: E731
+        rows += [
+            ("phase: target forward", fmt(both("target_forward"), ".0f", " ms"), fmt(t("target_fwd"), ".0f", " ms")),
+            ("phase: drafter forward + loss", fmt(both("drafter_forward", "loss"), ".0f", " ms"),
+             fmt(t("drafter_fwd_loss"), ".0f", " ms")),
+            ("phase: backward", fmt(both("backward"), ".0f", " ms"), fmt(t("backward"), ".0f", " ms")),
+            ("phase: clip + AdamW", fmt(both("optimizer"), ".0f", " ms"),
+             fmt(t("grad_scale_clip_adamw"), ".0f", " ms")),
+            ("phase: rest (host, metrics)", fmt(both("host", "grad_sync"), ".0f", " ms"), fmt(t("metrics"), ".0f", " ms")),
+        ]
+        if ours:
+            rows.append(("dflash-train phases (median ms)", ", ".join("%s %.1f" % kv for kv in ours.items()), "-"))
+        if theirs:
+            rows.append(("Python step phases (median ms)", "-",
+                         ", ".join("%s %.1f" % (k, v * 1e3) for k, v in theirs.items())))
     lines = ["| measure | dflash-train | Python stack (SpecForge 0.2.0, FLA 0.6.0, flex) |", "|---|---|---|"]
     lines += ["| %s | %s | %s |" % r for r in rows]
     for name, side in (("dflash-train", dflash), ("Python stack", python)):
