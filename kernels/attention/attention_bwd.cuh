@@ -13,7 +13,7 @@
 #pragma once
 
 #include "attention_bwd_items.cuh"
-#include "attention_fwd.cuh"
+#include "attention_kv_walk.cuh"
 #include "attention_mask.cuh"
 #include "attention_mma.cuh"
 #include "attention_params.cuh"
@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(128) AttnBwdDqConvert(const AttnParams p) {
 #pragma unroll
     for (int c = lane * 2; c < D; c += 64) {
       float2 x = *reinterpret_cast<const float2*>(acc_bh + DqAccumOffset(q, c, D));
-      *reinterpret_cast<unsigned*>(dQg + c) = PackBf16(x.x * p.scale, x.y * p.scale);
+      *reinterpret_cast<unsigned*>(dQg + c) = pack_bf16x2(x.x * p.scale, x.y * p.scale);
     }
   }
 }
@@ -122,18 +122,18 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       unsigned ak[4], av[4];
-      Ldmatrix4(ak, SmemAddr(sK + Swz<D>(warp * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8)));
-      Ldmatrix4(av, SmemAddr(sV + Swz<D>(warp * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8)));
+      ldmatrix_x4(ak, smem_addr(sK + Swz<D>(warp * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8)));
+      ldmatrix_x4(av, smem_addr(sV + Swz<D>(warp * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8)));
 #pragma unroll
       for (int nj = 0; nj < NJ; nj += 2) {
         unsigned bq[4], bo[4];
         const int row = nj * 8 + (lane & 7) + (lane >> 4) * 8, col = kk * 16 + ((lane >> 3) & 1) * 8;
-        Ldmatrix4(bq, SmemAddr(item.q + Swz<D>(row, col)));
-        Ldmatrix4(bo, SmemAddr(item.dout + Swz<D>(row, col)));
-        Mma16816(s[nj], ak, bq[0], bq[1]);
-        Mma16816(s[nj + 1], ak, bq[2], bq[3]);
-        Mma16816(dp[nj], av, bo[0], bo[1]);
-        Mma16816(dp[nj + 1], av, bo[2], bo[3]);
+        ldmatrix_x4(bq, smem_addr(item.q + Swz<D>(row, col)));
+        ldmatrix_x4(bo, smem_addr(item.dout + Swz<D>(row, col)));
+        mma_m16n8k16_bf16(s[nj], ak, bq[0], bq[1]);
+        mma_m16n8k16_bf16(s[nj + 1], ak, bq[2], bq[3]);
+        mma_m16n8k16_bf16(dp[nj], av, bo[0], bo[1]);
+        mma_m16n8k16_bf16(dp[nj + 1], av, bo[2], bo[3]);
       }
     }
 
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
 #pragma unroll
     for (int nj = 0; nj < NJ; ++nj)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[nj][e] = FastExp2(fmaf(s[nj][e], scale_log2, -item.lse[nj * 8 + (lane & 3) * 2 + (e & 1)]));
+      for (int e = 0; e < 4; ++e) s[nj][e] = ex2_approx_ftz(fmaf(s[nj][e], scale_log2, -item.lse[nj * 8 + (lane & 3) * 2 + (e & 1)]));
     if (!item.full) {
 #pragma unroll
       for (int nj = 0; nj < NJ; ++nj)
@@ -159,30 +159,30 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
 
     // dV += P^T dO ; dK += dS^T Q.
 #pragma unroll
-    for (int kk = 0; kk < ((DFLASH_ATTN_ABLATE & 4) ? 0 : BM / 16); ++kk) {
+    for (int kk = 0; kk < BM / 16; ++kk) {
       unsigned ap[4], as[4];
-      ap[0] = PackBf16(s[2 * kk][0], s[2 * kk][1]);
-      ap[1] = PackBf16(s[2 * kk][2], s[2 * kk][3]);
-      ap[2] = PackBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      ap[3] = PackBf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-      as[0] = PackBf16(dp[2 * kk][0], dp[2 * kk][1]);
-      as[1] = PackBf16(dp[2 * kk][2], dp[2 * kk][3]);
-      as[2] = PackBf16(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-      as[3] = PackBf16(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+      ap[0] = pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
+      ap[1] = pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
+      ap[2] = pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      ap[3] = pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      as[0] = pack_bf16x2(dp[2 * kk][0], dp[2 * kk][1]);
+      as[1] = pack_bf16x2(dp[2 * kk][2], dp[2 * kk][3]);
+      as[2] = pack_bf16x2(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+      as[3] = pack_bf16x2(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
 #pragma unroll
       for (int dj = 0; dj < DJ; dj += 2) {
         unsigned bo[4], bq[4];
         const int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, col = dj * 8 + (lane >> 4) * 8;
-        Ldmatrix4Trans(bo, SmemAddr(item.dout + Swz<D>(row, col)));
-        Ldmatrix4Trans(bq, SmemAddr(item.q + Swz<D>(row, col)));
-        Mma16816(dv[dj], ap, bo[0], bo[1]);
-        Mma16816(dv[dj + 1], ap, bo[2], bo[3]);
-        Mma16816(dk[dj], as, bq[0], bq[1]);
-        Mma16816(dk[dj + 1], as, bq[2], bq[3]);
+        ldmatrix_x4_trans(bo, smem_addr(item.dout + Swz<D>(row, col)));
+        ldmatrix_x4_trans(bq, smem_addr(item.q + Swz<D>(row, col)));
+        mma_m16n8k16_bf16(dv[dj], ap, bo[0], bo[1]);
+        mma_m16n8k16_bf16(dv[dj + 1], ap, bo[2], bo[3]);
+        mma_m16n8k16_bf16(dk[dj], as, bq[0], bq[1]);
+        mma_m16n8k16_bf16(dk[dj + 1], as, bq[2], bq[3]);
       }
     }
 
-    if (ATOMIC_DQ && !(DFLASH_ATTN_ABLATE & 2)) {
+    if (ATOMIC_DQ) {
       // dS (bf16) to shared memory as [query][kv], then dQ_accum[q] += dS K over this kv tile.
 #pragma unroll
       for (int nj = 0; nj < NJ; ++nj)
@@ -204,13 +204,13 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) {
           unsigned a[4];
-          Ldmatrix4(a, SmemAddr(sdS + Swz<BN>(mt * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8)));
+          ldmatrix_x4(a, smem_addr(sdS + Swz<BN>(mt * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8)));
 #pragma unroll
           for (int j = 0; j < 8; j += 2) {
             unsigned bk[4];
-            Ldmatrix4Trans(bk, SmemAddr(sK + Swz<D>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, dc * 64 + j * 8 + (lane >> 4) * 8)));
-            Mma16816(acc[j], a, bk[0], bk[1]);
-            Mma16816(acc[j + 1], a, bk[2], bk[3]);
+            ldmatrix_x4_trans(bk, smem_addr(sK + Swz<D>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, dc * 64 + j * 8 + (lane >> 4) * 8)));
+            mma_m16n8k16_bf16(acc[j], a, bk[0], bk[1]);
+            mma_m16n8k16_bf16(acc[j + 1], a, bk[2], bk[3]);
           }
         }
         // Row q0 + mt * 16 + lane / 4 (a multiple of 8 plus lane / 4): hr's 8 rows on are the next 8 x 8 tile row.
@@ -222,7 +222,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
           float* dst = dst0 + hr * 8 * D;
 #pragma unroll
           for (int j = 0; j < 8; ++j) {  // the next 8 columns: the next 8 x 8 tile
-            if (!(DFLASH_ATTN_ABLATE & 1) || acc[j][0] == 1234.5f) AtomicAdd2(dst + j * 64, acc[j][hr * 2], acc[j][hr * 2 + 1]);
+            red_global_add_v2_f32(dst + j * 64, acc[j][hr * 2], acc[j][hr * 2 + 1]);
           }
         }
       }
@@ -238,13 +238,13 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv(const AttnParams p) {
 #pragma unroll
     for (int dj = 0; dj < DJ; ++dj) {
       const int c = dj * 8 + (lane & 3) * 2;
-      *reinterpret_cast<unsigned*>(dKg + c) = PackBf16(dk[dj][hr * 2] * p.scale, dk[dj][hr * 2 + 1] * p.scale);
-      *reinterpret_cast<unsigned*>(dVg + c) = PackBf16(dv[dj][hr * 2], dv[dj][hr * 2 + 1]);
+      *reinterpret_cast<unsigned*>(dKg + c) = pack_bf16x2(dk[dj][hr * 2] * p.scale, dk[dj][hr * 2 + 1] * p.scale);
+      *reinterpret_cast<unsigned*>(dVg + c) = pack_bf16x2(dv[dj][hr * 2], dv[dj][hr * 2 + 1]);
     }
   }
 }
 
-// Separate-pass dQ: grid (ceil(seq_q / BM), heads_q, batch); the forward's loop structure.
+// Separate-pass dQ: grid (ceil(seq_q / BM), heads_q, batch); the forward's kv-tile walk (KvTileWalk).
 template <int D, int BM, int BN, int NW, int STAGES, int MASK>
 __global__ void __launch_bounds__(NW * 32, 1) AttnBwdDq(const AttnParams p) {
   constexpr int NT = NW * 32;
@@ -279,8 +279,8 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdDq(const AttnParams p) {
                            p.q_seq_stride, Sq - q0, tid);
   LoadTileAsync<BM, D, NT>(sdO, static_cast<const bf16*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride + q0 * p.do_seq_stride,
                            p.do_seq_stride, Sq - q0, tid);
-  CpAsyncCommit();
-  for (int t = tid; t < nkt; t += NT) sCls[t] = static_cast<unsigned char>(ClassifyTile(m, b, q0, q0 + BM, t * BN, t * BN + BN));
+  cp_async_commit_group();
+  ClassifyKvTiles<BM, BN, NT>(m, b, q0, nkt, sCls, tid);
 
   RowSpan span[MI][2];
   float lse2[MI][2], delta[MI][2];
@@ -309,21 +309,11 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdDq(const AttnParams p) {
       for (int e = 0; e < 4; ++e) dq[mi][dj][e] = 0.f;
   __syncthreads();
 
-
-  int t = NextNonEmpty(sCls, 0, nkt, kMaxTiles);
-  if (t < nkt) DFLASH_LOAD_KV(t, 0);
-  int stage = 0;
-  while (t < nkt) {
-    const int tn = NextNonEmpty(sCls, t + 1, nkt, kMaxTiles);
-    if (STAGES > 1 && tn < nkt) {
-      DFLASH_LOAD_KV(tn, (stage + 1) % STAGES);
-      CpAsyncWait<1>();
-    } else {
-      CpAsyncWait<0>();
-    }
-    __syncthreads();
-    const bf16* cK = sK + stage * BN * D;
-    const bf16* cV = sV + stage * BN * D;
+  KvTileWalk<D, BN, NT, STAGES> kv(p, Kg, Vg, Skv, sK, sV, sCls, nkt, tid);
+  while (kv.HasTile()) {
+    kv.Acquire();
+    const int t = kv.tile();
+    const bf16 *cK = kv.k(), *cV = kv.v();
     const bool full = sCls[t] == kTileFull;
 
     float s[MI][NJ][4], dp[MI][NJ][4];
@@ -339,21 +329,21 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdDq(const AttnParams p) {
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) {
         const int row = (warp * MI + mi) * 16 + (lane & 15), col = kk * 16 + (lane >> 4) * 8;
-        Ldmatrix4(aq[mi], SmemAddr(sQ + Swz<D>(row, col)));
-        Ldmatrix4(ao[mi], SmemAddr(sdO + Swz<D>(row, col)));
+        ldmatrix_x4(aq[mi], smem_addr(sQ + Swz<D>(row, col)));
+        ldmatrix_x4(ao[mi], smem_addr(sdO + Swz<D>(row, col)));
       }
 #pragma unroll
       for (int nj = 0; nj < NJ; nj += 2) {
         unsigned bk[4], bv[4];
         const int row = nj * 8 + (lane & 7) + (lane >> 4) * 8, col = kk * 16 + ((lane >> 3) & 1) * 8;
-        Ldmatrix4(bk, SmemAddr(cK + Swz<D>(row, col)));
-        Ldmatrix4(bv, SmemAddr(cV + Swz<D>(row, col)));
+        ldmatrix_x4(bk, smem_addr(cK + Swz<D>(row, col)));
+        ldmatrix_x4(bv, smem_addr(cV + Swz<D>(row, col)));
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) {
-          Mma16816(s[mi][nj], aq[mi], bk[0], bk[1]);
-          Mma16816(s[mi][nj + 1], aq[mi], bk[2], bk[3]);
-          Mma16816(dp[mi][nj], ao[mi], bv[0], bv[1]);
-          Mma16816(dp[mi][nj + 1], ao[mi], bv[2], bv[3]);
+          mma_m16n8k16_bf16(s[mi][nj], aq[mi], bk[0], bk[1]);
+          mma_m16n8k16_bf16(s[mi][nj + 1], aq[mi], bk[2], bk[3]);
+          mma_m16n8k16_bf16(dp[mi][nj], ao[mi], bv[0], bv[1]);
+          mma_m16n8k16_bf16(dp[mi][nj + 1], ao[mi], bv[2], bv[3]);
         }
       }
     }
@@ -365,7 +355,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdDq(const AttnParams p) {
         for (int e = 0; e < 4; ++e) {
           const int hr = e >> 1;
           const int kv = t * BN + nj * 8 + (lane & 3) * 2 + (e & 1);
-          float pv = FastExp2(fmaf(s[mi][nj][e], scale_log2, -lse2[mi][hr]));
+          float pv = ex2_approx_ftz(fmaf(s[mi][nj][e], scale_log2, -lse2[mi][hr]));
           if (!full && !InSpan(span[mi][hr], kv)) pv = 0.f;
           dp[mi][nj][e] = pv * (dp[mi][nj][e] - delta[mi][hr]);
         }
@@ -375,28 +365,25 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdDq(const AttnParams p) {
       unsigned a[MI][4];
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) {
-        a[mi][0] = PackBf16(dp[mi][2 * kk][0], dp[mi][2 * kk][1]);
-        a[mi][1] = PackBf16(dp[mi][2 * kk][2], dp[mi][2 * kk][3]);
-        a[mi][2] = PackBf16(dp[mi][2 * kk + 1][0], dp[mi][2 * kk + 1][1]);
-        a[mi][3] = PackBf16(dp[mi][2 * kk + 1][2], dp[mi][2 * kk + 1][3]);
+        a[mi][0] = pack_bf16x2(dp[mi][2 * kk][0], dp[mi][2 * kk][1]);
+        a[mi][1] = pack_bf16x2(dp[mi][2 * kk][2], dp[mi][2 * kk][3]);
+        a[mi][2] = pack_bf16x2(dp[mi][2 * kk + 1][0], dp[mi][2 * kk + 1][1]);
+        a[mi][3] = pack_bf16x2(dp[mi][2 * kk + 1][2], dp[mi][2 * kk + 1][3]);
       }
 #pragma unroll
       for (int dj = 0; dj < DJ; dj += 2) {
         unsigned bb[4];
-        Ldmatrix4Trans(bb, SmemAddr(cK + Swz<D>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, dj * 8 + (lane >> 4) * 8)));
+        ldmatrix_x4_trans(bb, smem_addr(cK + Swz<D>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, dj * 8 + (lane >> 4) * 8)));
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) {
-          Mma16816(dq[mi][dj], a[mi], bb[0], bb[1]);
-          Mma16816(dq[mi][dj + 1], a[mi], bb[2], bb[3]);
+          mma_m16n8k16_bf16(dq[mi][dj], a[mi], bb[0], bb[1]);
+          mma_m16n8k16_bf16(dq[mi][dj + 1], a[mi], bb[2], bb[3]);
         }
       }
     }
-    __syncthreads();
-    if (STAGES == 1 && tn < nkt) DFLASH_LOAD_KV(tn, 0);
-    t = tn;
-    stage = STAGES > 1 ? (stage + 1) % STAGES : 0;
+    kv.Release();
   }
-  CpAsyncWait<0>();
+  cp_async_wait_group<0>();
 
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi)
@@ -408,7 +395,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdDq(const AttnParams p) {
 #pragma unroll
       for (int dj = 0; dj < DJ; ++dj)
         *reinterpret_cast<unsigned*>(dQg + dj * 8 + (lane & 3) * 2) =
-            PackBf16(dq[mi][dj][hr * 2] * p.scale, dq[mi][dj][hr * 2 + 1] * p.scale);
+            pack_bf16x2(dq[mi][dj][hr * 2] * p.scale, dq[mi][dj][hr * 2 + 1] * p.scale);
     }
 }
 

@@ -35,8 +35,8 @@ __device__ __forceinline__ void Bwd2dAddDq(float* dst, const float (&acc)[2][DQN
 #pragma unroll
       for (int j = 0; j < DQN; ++j) {
         float* p = dst + (mi * 2 + hr) * 8 * D + j * 64;
-        if (CHECKED) AtomicAdd2If(p, acc[mi][j][hr * 2], acc[mi][j][hr * 2 + 1], qr + mi * 16 + hr * 8 < Sq);
-        else AtomicAdd2(p, acc[mi][j][hr * 2], acc[mi][j][hr * 2 + 1]);
+        if (CHECKED) red_global_add_v2_f32_if(p, acc[mi][j][hr * 2], acc[mi][j][hr * 2 + 1], qr + mi * 16 + hr * 8 < Sq);
+        else red_global_add_v2_f32(p, acc[mi][j][hr * 2], acc[mi][j][hr * 2 + 1]);
       }
 }
 
@@ -44,7 +44,7 @@ __device__ __forceinline__ void Bwd2dAddDq(float* dst, const float (&acc)[2][DQN
 // a 256-byte-aligned tile, when the step's chunk index (step_bytes / 16) shares no bit with col / 8: Swz XORs the
 // row into the low bits of the chunk index only (mask(WIDTH)), so the step's low chunk bits become an XOR of the
 // address and its higher bits an add (rows of >= 128 bytes keep the row term above both). A compile-time step
-// makes this one LOP3 per distinct low part (kept in a register) and an immediate per high part (session 7).
+// makes this one LOP3 per distinct low part (kept in a register) and an immediate per high part.
 template <int WIDTH>
 __device__ __forceinline__ unsigned Bwd2dSwzStep(unsigned addr, int step_bytes) {
   constexpr int kChunks = WIDTH / 8;
@@ -62,9 +62,10 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
   constexpr int DW = NW / QQ;          // phase 3: head-dim warp columns
   constexpr int DQN = D / DW / 8 < 4 ? D / DW / 8 : 4;  // phase 3: n-tiles per pass (32 columns at most: registers)
   constexpr int DQP = D / DW / 8 / DQN;                    // phase 3: passes over this warp's head-dim columns
-  // Phase 1 fragment addresses (WarpGemmABtXor4 for D 128, else WarpGemmABt): 4 XOR bases cost 6 registers, which stages 1 (134 KiB, the only
-  // 2-D config on sm_120) could not spare without spilling in session 6 (NVRTC); since session 7's phase 2/3
-  // addresses it can (sm_90 and sm_120 spill-free; phase 1 353 -> 310 instructions per warp-item on sm_90).
+  // Phase 1 fragment addresses (WarpGemmABtXor4 for D 128, else WarpGemmABt): 4 XOR bases cost 6 registers, which
+  // stages 1 (134 KiB, the only 2-D config on sm_120) can spare thanks to the [register + immediate] addresses of
+  // phases 2 and 3 (NVRTC: sm_90 and sm_120 spill-free; phase 1 310 instead of 353 instructions per warp-item on
+  // sm_90).
   constexpr int kXorBases = D == 128 ? 4 : 1;
   static_assert(D == 64 || D == 128, "backward head dim 64 or 128");
   static_assert(BN % 32 == 0 && BM % 32 == 0 && MW * QW == NW, "warps = (BN / 32) * (BM / 32)");
@@ -118,8 +119,8 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) s[mi][nj][e] = dp[mi][nj][e] = 0.f;
       // K and V, Q and dO sit a constant apart: one set of XOR bases, immediates for the second product.
-      const unsigned ka0 = SmemAddr(sK + Swz<D>(wk * 32 + (lane & 15), (lane >> 4) * 8));
-      const unsigned qb0 = SmemAddr(item.q + Swz<D>(wq * 32 + (lane & 7) + (lane >> 4) * 8, ((lane >> 3) & 1) * 8));
+      const unsigned ka0 = smem_addr(sK + Swz<D>(wk * 32 + (lane & 15), (lane >> 4) * 8));
+      const unsigned qb0 = smem_addr(item.q + Swz<D>(wq * 32 + (lane & 7) + (lane >> 4) * 8, ((lane >> 3) & 1) * 8));
       if constexpr (kXorBases == 4) WarpGemmABtXor4<D, 2, 4>(s, ka0, 0, qb0, 0);
       else WarpGemmABt<D, 2, 4>(s, sK, wk * 32, item.q, wq * 32, lane);
       // P^T = exp(S^T - LSE); then dP^T = V dO^T (in the same basic block: ptxas overlaps the exponentials with
@@ -130,7 +131,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) s[mi][nj][e] = FastExp2(fmaf(s[mi][nj][e], scale_log2, -((e & 1) ? ls.y : ls.x)));
+          for (int e = 0; e < 4; ++e) s[mi][nj][e] = ex2_approx_ftz(fmaf(s[mi][nj][e], scale_log2, -((e & 1) ? ls.y : ls.x)));
       }
       if constexpr (kXorBases == 4) WarpGemmABtXor4<D, 2, 4>(dp, ka0, BN * D * 2, qb0, STAGES * BM * D * 2);
       else WarpGemmABt<D, 2, 4>(dp, sV, wk * 32, item.dout, wq * 32, lane);
@@ -147,16 +148,16 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
             }
       }
       // Every kv row this thread stores (wk*32 + mi*16 + hr*8 + lane/4) has the swizzle row bits of lane/4, so the
-      // 16 stores per tile are 4 addresses (one per nj) + immediates (session 6: was one address per store); and
-      // nj's 8-column step only XORs the chunk index (its bits are disjoint from wq's), so the 4 addresses are one
-      // offset XOR 8 nj (session 7: was a whole Swz per nj).
+      // 16 stores per tile are 4 addresses (one per nj) + immediates instead of one address per store; and nj's
+      // 8-column step only XORs the chunk index (its bits are disjoint from wq's), so the 4 addresses are one offset
+      // XOR 8 nj instead of a whole Swz per nj.
       const int off0 = Swz<BM>(wk * 32 + (lane >> 2), wq * 32 + (lane & 3) * 2);
 #pragma unroll
       for (int nj = 0; nj < 4; ++nj) {
         const int ql = wq * 32 + nj * 8 + (lane & 3) * 2;
         const int off = off0 ^ (nj * 8);  // = Swz<BM>(wk * 32 + (lane >> 2), ql)
         // Read once per nj (ql is even: 8-byte aligned): the compiler cannot tell these shared stores from the
-        // delta buffer, so item.delta[ql] in the loop below was re-read after every store (session 7: 32 LDS -> 4).
+        // delta buffer, so item.delta[ql] in the loop below would be re-read after every store (4 LDS instead of 32).
         const float2 dl = *reinterpret_cast<const float2*>(item.delta + ql);
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi)
@@ -165,42 +166,42 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
             const float ds0 = s[mi][nj][hr * 2] * (dp[mi][nj][hr * 2] - dl.x);
             const float ds1 = s[mi][nj][hr * 2 + 1] * (dp[mi][nj][hr * 2 + 1] - dl.y);
             const int o = off + (mi * 16 + hr * 8) * BM;  // = Swz<BM>(kv row + mi*16 + hr*8, ql)
-            *reinterpret_cast<unsigned*>(sP + o) = PackBf16(s[mi][nj][hr * 2], s[mi][nj][hr * 2 + 1]);
-            *reinterpret_cast<unsigned*>(sdS + o) = PackBf16(ds0, ds1);
+            *reinterpret_cast<unsigned*>(sP + o) = pack_bf16x2(s[mi][nj][hr * 2], s[mi][nj][hr * 2 + 1]);
+            *reinterpret_cast<unsigned*>(sdS + o) = pack_bf16x2(ds0, ds1);
           }
       }
     }
     __syncthreads();
 
     // Phase 2: dV += P^T dO, dK += dS^T Q for kv rows 32 wk.. x head-dim columns (D / QW) wq...
-    // Fragment addresses as [register + immediate] (session 7: Swz per load cost ~2-3 integer instructions each):
+    // Fragment addresses as [register + immediate] (a Swz per load costs ~2-3 integer instructions each):
     // A (P^T, dS^T) at k step kk is step 0's address with the byte offset XOR / + 32 kk (Bwd2dSwzStep); mi adds
     // 16 rows, dS^T is P^T + BN * BM elements. B (Q, dO) at n-tile pair dj is dj 0's with XOR / + 16 dj; kk adds
     // 16 rows, dO is Q + STAGES * BM * D elements (the buffers' layout).
     {
-      const unsigned pa = SmemAddr(sP + Swz<BM>(wk * 32 + (lane & 15), (lane >> 4) * 8));
-      const unsigned pb = SmemAddr(item.q + Swz<D>((lane & 7) + ((lane >> 3) & 1) * 8, wq * (D / QW) + (lane >> 4) * 8));
+      const unsigned pa = smem_addr(sP + Swz<BM>(wk * 32 + (lane & 15), (lane >> 4) * 8));
+      const unsigned pb = smem_addr(item.q + Swz<D>((lane & 7) + ((lane >> 3) & 1) * 8, wq * (D / QW) + (lane >> 4) * 8));
 #pragma unroll
-      for (int kk = 0; kk < ((DFLASH_ATTN_ABLATE & 4) ? 0 : BM / 16); ++kk) {
+      for (int kk = 0; kk < BM / 16; ++kk) {
         unsigned ap[2][4], as[2][4];
         const unsigned ak = Bwd2dSwzStep<BM>(pa, 32 * kk);
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi) {
-          Ldmatrix4(ap[mi], ak + mi * 16 * BM * 2);
-          Ldmatrix4(as[mi], ak + mi * 16 * BM * 2 + BN * BM * 2);
+          ldmatrix_x4(ap[mi], ak + mi * 16 * BM * 2);
+          ldmatrix_x4(as[mi], ak + mi * 16 * BM * 2 + BN * BM * 2);
         }
 #pragma unroll
         for (int dj = 0; dj < DN; dj += 2) {
           unsigned bo[4], bq[4];
           const unsigned bk = Bwd2dSwzStep<D>(pb, 16 * dj) + kk * 16 * D * 2;
-          Ldmatrix4Trans(bo, bk + STAGES * BM * D * 2);
-          Ldmatrix4Trans(bq, bk);
+          ldmatrix_x4_trans(bo, bk + STAGES * BM * D * 2);
+          ldmatrix_x4_trans(bq, bk);
 #pragma unroll
           for (int mi = 0; mi < 2; ++mi) {
-            Mma16816(dv[mi][dj], ap[mi], bo[0], bo[1]);
-            Mma16816(dv[mi][dj + 1], ap[mi], bo[2], bo[3]);
-            Mma16816(dk[mi][dj], as[mi], bq[0], bq[1]);
-            Mma16816(dk[mi][dj + 1], as[mi], bq[2], bq[3]);
+            mma_m16n8k16_bf16(dv[mi][dj], ap[mi], bo[0], bo[1]);
+            mma_m16n8k16_bf16(dv[mi][dj + 1], ap[mi], bo[2], bo[3]);
+            mma_m16n8k16_bf16(dk[mi][dj], as[mi], bq[0], bq[1]);
+            mma_m16n8k16_bf16(dk[mi][dj + 1], as[mi], bq[2], bq[3]);
           }
         }
       }
@@ -209,7 +210,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
     // Phase 3: dQ_accum[q0 + 32 wqq ..] += dS K for head-dim columns (D / DW) wdd.. in DQP passes (dS by
     // ldmatrix.trans from the [kv][query] tile, K by ldmatrix.trans from the [kv][d] tile).
 #pragma unroll 1
-    for (int pass = 0; pass < ((DFLASH_ATTN_ABLATE & 2) ? 0 : DQP); ++pass) {
+    for (int pass = 0; pass < DQP; ++pass) {
       const int c0 = wdd * (D / DW) + pass * DQN * 8;
       float acc[2][DQN][4];
 #pragma unroll
@@ -220,36 +221,32 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
           for (int e = 0; e < 4; ++e) acc[mi][j][e] = 0.f;
       // [register + immediate] addresses as in phase 2: mi is a 16-column step (XOR 32 bytes) of the dS^T tile, j a
       // pair of 8-column n-tiles (XOR / + 16 j bytes) of the K tile; kk adds 16 rows to both.
-      const unsigned a3 = SmemAddr(sdS + Swz<BM>((lane & 7) + ((lane >> 4) & 1) * 8, wqq * 32 + ((lane >> 3) & 1) * 8));
-      const unsigned k3 = SmemAddr(sK + Swz<D>((lane & 7) + ((lane >> 3) & 1) * 8, c0 + (lane >> 4) * 8));
+      const unsigned a3 = smem_addr(sdS + Swz<BM>((lane & 7) + ((lane >> 4) & 1) * 8, wqq * 32 + ((lane >> 3) & 1) * 8));
+      const unsigned k3 = smem_addr(sK + Swz<D>((lane & 7) + ((lane >> 3) & 1) * 8, c0 + (lane >> 4) * 8));
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk) {
         unsigned a[2][4];
 #pragma unroll
-        for (int mi = 0; mi < 2; ++mi) Ldmatrix4Trans(a[mi], Bwd2dSwzStep<BM>(a3, 32 * mi) + kk * 16 * BM * 2);
+        for (int mi = 0; mi < 2; ++mi) ldmatrix_x4_trans(a[mi], Bwd2dSwzStep<BM>(a3, 32 * mi) + kk * 16 * BM * 2);
 #pragma unroll
         for (int j = 0; j < DQN; j += 2) {
           unsigned bk[4];
-          Ldmatrix4Trans(bk, Bwd2dSwzStep<D>(k3, 16 * j) + kk * 16 * D * 2);
+          ldmatrix_x4_trans(bk, Bwd2dSwzStep<D>(k3, 16 * j) + kk * 16 * D * 2);
 #pragma unroll
           for (int mi = 0; mi < 2; ++mi) {
-            Mma16816(acc[mi][j], a[mi], bk[0], bk[1]);
-            Mma16816(acc[mi][j + 1], a[mi], bk[2], bk[3]);
+            mma_m16n8k16_bf16(acc[mi][j], a[mi], bk[0], bk[1]);
+            mma_m16n8k16_bf16(acc[mi][j + 1], a[mi], bk[2], bk[3]);
           }
         }
       }
       // 8-byte reductions at [one pointer per thread + immediates]: two per 16 x 8 tile, no shuffles or selects
-      // (session 6: the 16-byte form needed a lane-pair shuffle, 6 selects and a branch per tile). A predicated
+      // (a 16-byte form needs a lane-pair shuffle, 6 selects and a branch per tile). A predicated
       // reduction still costs a BSSY / BRA / BSYNC in SASS, so only a tile with rows past seq_q takes that path.
       const int qr = q0 + wqq * 32 + (lane >> 2);  // this thread's first row (mi, hr add 16 mi + 8 hr)
       float* dst = p.dq_accum + (WidenNonNeg(BwdBlockBatch()) * p.heads_q + h) * DqAccumRows(Sq) * D +
                    DqAccumOffset(qr, c0 + (lane & 3) * 2, D);
-      if (!(DFLASH_ATTN_ABLATE & 1)) {
-        if (q0 + BM <= Sq) Bwd2dAddDq<D, DQN, false>(dst, acc, qr, Sq);
-        else Bwd2dAddDq<D, DQN, true>(dst, acc, qr, Sq);
-      } else if (acc[0][0][0] == 1234.5f) {  // ablation: keep the dQ product alive, skip the reductions
-        AtomicAdd2(dst, acc[0][0][0], acc[1][DQN - 1][3]);
-      }
+      if (q0 + BM <= Sq) Bwd2dAddDq<D, DQN, false>(dst, acc, qr, Sq);
+      else Bwd2dAddDq<D, DQN, true>(dst, acc, qr, Sq);
     }
   });  // the walk's barrier after each item also guards sP and sdS
 
@@ -264,8 +261,8 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdKv2d(const AttnParams p) {
 #pragma unroll
       for (int dj = 0; dj < DN; ++dj) {
         const int c = wq * (D / QW) + dj * 8 + (lane & 3) * 2;
-        *reinterpret_cast<unsigned*>(dKg + c) = PackBf16(dk[mi][dj][hr * 2] * p.scale, dk[mi][dj][hr * 2 + 1] * p.scale);
-        *reinterpret_cast<unsigned*>(dVg + c) = PackBf16(dv[mi][dj][hr * 2], dv[mi][dj][hr * 2 + 1]);
+        *reinterpret_cast<unsigned*>(dKg + c) = pack_bf16x2(dk[mi][dj][hr * 2] * p.scale, dk[mi][dj][hr * 2 + 1] * p.scale);
+        *reinterpret_cast<unsigned*>(dVg + c) = pack_bf16x2(dv[mi][dj][hr * 2], dv[mi][dj][hr * 2 + 1]);
       }
     }
 }

@@ -14,10 +14,10 @@ namespace dflash_attn {
 
 // The block's batch and kv head (attention_schedule.cuh), stored by BwdLoadKvAndClassify and read back where used
 // (volatile shared loads at a fixed address), so that neither holds a register through the item walk: computed
-// from blockIdx with a division they cannot be re-read for free like blockIdx itself. NVRTC, session 5: with this,
-// sm_120's AttnBwdKv2d<128,64,64,4,1,*> stays spill-free and sm_90's <128,64,128,8,2,*> loses its 4 B spill;
-// sm_90's <128,64,64,4,*,*> spill 4-8 B (0 before). The 8 bytes cost 1 KiB of static shared memory (the dynamic
-// array's 1024-byte alignment pads them), which the tuner counts.
+// from blockIdx with a division they cannot be re-read for free like blockIdx itself. With this (NVRTC), sm_120's
+// AttnBwdKv2d<128,64,64,4,1,*> is spill-free and sm_90's <128,64,128,8,2,*> has no 4 B spill; sm_90's
+// <128,64,64,4,*,*> spill 4-8 B instead of 0. The 8 bytes cost 1 KiB of static shared memory (the dynamic array's
+// 1024-byte alignment pads them), which the tuner counts.
 __shared__ int gBwdBlockBatchHead[2];
 __device__ __forceinline__ int BwdBlockBatch() { return *static_cast<volatile int*>(&gBwdBlockBatchHead[0]); }
 __device__ __forceinline__ int BwdBlockHead() { return *static_cast<volatile int*>(&gBwdBlockBatchHead[1]); }
@@ -61,7 +61,7 @@ __device__ __forceinline__ void BwdLoadKvAndClassify(const AttnParams& p, const 
                            p.k_seq_stride, Skv - k0, tid);
   LoadTileAsync<BN, D, NT>(sV, static_cast<const bf16*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride + k0 * p.v_seq_stride,
                            p.v_seq_stride, Skv - k0, tid);
-  CpAsyncCommit();
+  cp_async_commit_group();
   for (int t = tid; t < nqt; t += NT) cls[t] = static_cast<unsigned char>(ClassifyTile(m, b, t * BM, t * BM + BM, k0, k0 + BN));
   __syncthreads();
 }
@@ -81,11 +81,11 @@ __device__ __forceinline__ void BwdLoadQueryTile(bf16* smem, const bf16* gmem, l
 // Issues the cp.async loads of the item (query head h, query tile qt) into buffer `stage`: the Q and dO tiles and
 // the raw per-row LSE and delta (4-byte copies; rows past seq_q get LSE -inf, delta 0), and fills that buffer's row
 // spans. Nothing here waits for global memory, so with STAGES = 2 the whole load of the next item overlaps the
-// current one (session 6: the synchronous LSE / delta loads used to stall warps 0-1, and with them the whole block
-// at the next barrier, for one global-memory round trip per item). BwdFinishItemRows converts the LSE once the
-// copies have landed. FULL_TILE_PATH: a query tile with all its rows takes copies without the row check (one uniform
-// branch, two copies of the code); the 2-D kernel's choice (session 7: the 1-D AttnBwdKv<128,64,64,4,1,3,true> then
-// spilled 8 B on sm_120, so it keeps the single path).
+// current one (synchronous LSE / delta loads stall warps 0-1, and with them the whole block at the next barrier,
+// for one global-memory round trip per item). BwdFinishItemRows converts the LSE once the copies have landed.
+// FULL_TILE_PATH: a query tile with all its rows takes copies without the row check (one uniform branch, two copies
+// of the code); the 2-D kernel's choice (with it the 1-D AttnBwdKv<128,64,64,4,1,3,true> spills 8 B on sm_120, so
+// the 1-D kernel keeps the single path).
 template <int D, int BM, int NT, bool FULL_TILE_PATH>
 __device__ __forceinline__ void BwdLoadItem(const AttnParams& p, const MaskParams& m, const BwdItemBuffers& buf, int h,
                                             int qt, int stage, int tid) {
@@ -108,15 +108,15 @@ __device__ __forceinline__ void BwdLoadItem(const AttnParams& p, const MaskParam
     if (BM % NT != 0 && r >= BM) break;
     if (q < Sq) {
       const long long row = (bw * p.heads_q + h) * Sq + q;
-      CpAsync4(buf.lse + stage * BM + r, p.lse + row);
-      CpAsync4(buf.delta + stage * BM + r, p.delta + row);
+      cp_async_ca_4(smem_addr(buf.lse + stage * BM + r), p.lse + row);
+      cp_async_ca_4(smem_addr(buf.delta + stage * BM + r), p.delta + row);
     } else {
       buf.lse[stage * BM + r] = -Inf();
       buf.delta[stage * BM + r] = 0.f;
     }
     buf.span[stage * BM + r] = RowVisibleSpan(m, b, q);
   }
-  CpAsyncCommit();
+  cp_async_commit_group();
 }
 
 // After the wait for buffer `stage`'s copies (each thread its own rows, before the barrier that publishes them):
@@ -138,7 +138,7 @@ struct BwdWalkPos {
 };
 
 // The first non-empty position at or after (gi, qt): counters instead of a flat item index, so no division or
-// modulo by the tile count per step (session 6: those cost ~60 instructions per item).
+// modulo by the tile count per step (those cost ~60 instructions per item).
 __device__ __forceinline__ BwdWalkPos BwdNextNonEmpty(const unsigned char* cls, BwdWalkPos pos, int G, int nqt) {
   while (pos.gi < G && cls[pos.qt] == 0) {
     if (++pos.qt == nqt) {
@@ -149,8 +149,8 @@ __device__ __forceinline__ BwdWalkPos BwdNextNonEmpty(const unsigned char* cls, 
   return pos;
 }
 // The next position; a new head starts at qt_first, the block's first non-empty query tile (the tile classes do not
-// depend on the head, so the tiles before it are empty for every head: session 7, the causal walk skipped ~1 empty
-// tile per item there, ~11 instructions each).
+// depend on the head, so the tiles before it are empty for every head; restarting at 0 the causal walk skips ~1
+// empty tile per item, ~11 instructions each).
 __device__ __forceinline__ BwdWalkPos BwdAdvance(BwdWalkPos pos, int nqt, int qt_first) {
   return ++pos.qt == nqt ? BwdWalkPos{pos.gi + 1, qt_first} : pos;
 }
@@ -172,9 +172,9 @@ __device__ __forceinline__ void BwdForEachItem(const AttnParams& p, const MaskPa
     const BwdWalkPos itn = BwdNextNonEmpty(buf.cls, BwdAdvance(it, nqt, qt_first), G, nqt);
     if (STAGES > 1 && itn.gi < G) {
       BwdLoadItem<D, BM, NT, FULL_TILE_PATH>(p, m, buf, h0 + itn.gi, itn.qt, stage ^ 1, tid);
-      CpAsyncWait<1>();
+      cp_async_wait_group<1>();
     } else {
-      CpAsyncWait<0>();
+      cp_async_wait_group<0>();
     }
     BwdFinishItemRows<BM, NT>(buf, stage, tid);
     __syncthreads();
@@ -187,7 +187,7 @@ __device__ __forceinline__ void BwdForEachItem(const AttnParams& p, const MaskPa
     it = itn;
     stage = STAGES > 1 ? stage ^ 1 : 0;  // 0, 1, 0, ...: no signed modulo
   }
-  CpAsyncWait<0>();
+  cp_async_wait_group<0>();
 }
 
 }  // namespace dflash_attn

@@ -5,6 +5,7 @@
 #include "kernels/attention/attention_config.h"
 #include "kernels/attention/attention_problem.h"
 #include "kernels/attention/attention_workload.h"
+#include "kernels/common/spec_family.h"
 
 namespace dflash {
 extern const EmbeddedFile kAttentionSources[];
@@ -14,33 +15,18 @@ extern const std::size_t kAttentionSources_count;
 namespace dflash::attention {
 namespace {
 
-class AttentionFamily final : public tuner::KernelFamily {
+class AttentionFamily final : public kernels::SpecFamily<ProblemSpec> {
  public:
-  explicit AttentionFamily(Direction dir) : dir_(dir) {}
+  explicit AttentionFamily(Direction dir)
+      : SpecFamily(dir == Direction::kForward ? "attention_fwd" : "attention_bwd",
+                   dir == Direction::kForward
+                       ? "fused attention forward (O, LSE), bf16, GQA, causal/doc/DFlash block masks with tile skipping"
+                       : "fused attention backward (dQ, dK, dV), bf16, GQA reduced in-kernel, causal/doc/DFlash masks",
+                   {kAttentionSources, kAttentionSources_count},
+                   dir == Direction::kForward ? ForwardParams() : BackwardParams()),
+        dir_(dir) {}
 
-  std::string_view name() const override { return dir_ == Direction::kForward ? "attention_fwd" : "attention_bwd"; }
-  std::string_view summary() const override {
-    return dir_ == Direction::kForward
-               ? "fused attention forward (O, LSE), bf16, GQA, causal/doc/DFlash block masks with tile skipping"
-               : "fused attention backward (dQ, dK, dV), bf16, GQA reduced in-kernel, causal/doc/DFlash masks";
-  }
-  std::span<const EmbeddedFile> sources() const override { return {kAttentionSources, kAttentionSources_count}; }
-  std::vector<tuner::TunableParam> params() const override {
-    return dir_ == Direction::kForward ? ForwardParams() : BackwardParams();
-  }
-
-  Result<tuner::Problem> Bucket(const tuner::Problem& problem) const override {
-    DFLASH_ASSIGN_OR_RETURN(ProblemSpec spec, ParseProblem(problem, dir_));
-    return ToJson(BucketOf(spec));
-  }
-
-  std::string InvalidReason(const tuner::Config& config, const tuner::Problem& bucket) const override {
-    Result<ProblemSpec> spec = ParseProblem(bucket, dir_);
-    if (!spec.ok()) return "not an attention bucket: " + spec.status().message();
-    return dir_ == Direction::kForward ? ForwardInvalidReason(config, *spec) : BackwardInvalidReason(config, *spec);
-  }
-
-  // The tuned winners on the H200 (kernels/attention/NOTES.md session 6): forward 128 x 64, 4 warps, 2 stages
+  // The tuned winners on the H200 (kernels/attention/NOTES.md): forward 128 x 64, 4 warps, 2 stages
   // for every mask kind; backward FA2's 2-D warp layout at 64 x 128 (2 stages for DFlash full 512 with every kv
   // head in flight and for causal in L2-sized head groups; 1 stage, head groups for DFlash full 128) and 64 x 64
   // (1 stage) for the sliding layers.
@@ -78,13 +64,17 @@ class AttentionFamily final : public tuner::KernelFamily {
     return s;
   }
 
-  Result<std::unique_ptr<tuner::Workload>> MakeWorkload(const gpu::Context& ctx, const tuner::Problem& problem,
-                                                        std::uint64_t seed) const override {
-    DFLASH_ASSIGN_OR_RETURN(ProblemSpec spec, ParseProblem(problem, dir_));
+ private:
+  Result<ProblemSpec> ParseSpec(const tuner::Problem& problem) const override { return ParseProblem(problem, dir_); }
+  tuner::Problem BucketJsonOf(const ProblemSpec& spec) const override { return ToJson(BucketOf(spec)); }
+  std::string InvalidReasonFor(const tuner::Config& config, const ProblemSpec& bucket) const override {
+    return dir_ == Direction::kForward ? ForwardInvalidReason(config, bucket) : BackwardInvalidReason(config, bucket);
+  }
+  Result<std::unique_ptr<tuner::Workload>> MakeWorkloadFor(const gpu::Context&, const ProblemSpec& spec,
+                                                           std::uint64_t seed) const override {
     return MakeAttentionWorkload(spec, dir_, seed);
   }
 
- private:
   std::vector<KernelLaunch> Launches(const tuner::Config& config, const ProblemSpec& spec) const {
     return dir_ == Direction::kForward ? ForwardLaunches(config, spec) : BackwardLaunches(config, spec);
   }

@@ -6,6 +6,7 @@
 // Who may include it: attention_kernels.cu (NVRTC). Thread-safety: n/a (device code).
 #pragma once
 
+#include "attention_kv_walk.cuh"
 #include "attention_mask.cuh"
 #include "attention_mma.cuh"
 #include "attention_params.cuh"
@@ -46,8 +47,8 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnFwd(const AttnParams p) {
   const int nkt = (Skv + BN - 1) / BN;
 
   LoadTileAsync<BM, D, NT>(sQ, Qg, p.q_seq_stride, Sq - q0, tid);
-  CpAsyncCommit();
-  for (int t = tid; t < nkt; t += NT) sCls[t] = static_cast<unsigned char>(ClassifyTile(m, b, q0, q0 + BM, t * BN, t * BN + BN));
+  cp_async_commit_group();
+  ClassifyKvTiles<BM, BN, NT>(m, b, q0, nkt, sCls, tid);
 
   // Row spans live in shared memory (registers are for the accumulators); only partial tiles read them.
   for (int r = tid; r < BM; r += NT) sSpan[r] = RowVisibleSpan(m, b, q0 + r);
@@ -65,31 +66,11 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnFwd(const AttnParams p) {
   }
   __syncthreads();  // sCls ready
 
-#define DFLASH_LOAD_KV(T, STAGE)                                                                            \
-  do {                                                                                                      \
-    const long long k0_ = static_cast<long long>(T) * BN;                                                   \
-    LoadTileAsync<BN, D, NT>(sK + (STAGE) * BN * D, Kg + k0_ * p.k_seq_stride, p.k_seq_stride,              \
-                             Skv - static_cast<int>(k0_), tid);                                             \
-    LoadTileAsync<BN, D, NT>(sV + (STAGE) * BN * D, Vg + k0_ * p.v_seq_stride, p.v_seq_stride,              \
-                             Skv - static_cast<int>(k0_), tid);                                             \
-    CpAsyncCommit();                                                                                        \
-  } while (0)
-
-  int t = NextNonEmpty(sCls, 0, nkt, kMaxTiles);
-  if (t < nkt) DFLASH_LOAD_KV(t, 0);
-  int stage = 0;
-  while (t < nkt) {
-    const int tn = NextNonEmpty(sCls, t + 1, nkt, kMaxTiles);
-    if (STAGES > 1 && tn < nkt) {
-      DFLASH_LOAD_KV(tn, (stage + 1) % STAGES);
-      CpAsyncWait<1>();
-    } else {
-      CpAsyncWait<0>();
-    }
-    __syncthreads();
-    const bf16* cK = sK + stage * BN * D;
-    const bf16* cV = sV + stage * BN * D;
-
+  KvTileWalk<D, BN, NT, STAGES> kv(p, Kg, Vg, Skv, sK, sV, sCls, nkt, tid);
+  while (kv.HasTile()) {
+    kv.Acquire();
+    const int t = kv.tile();
+    const bf16 *cK = kv.k(), *cV = kv.v();
     float s[MI][NJ][4];
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
@@ -127,15 +108,15 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnFwd(const AttnParams p) {
         mx = WarpQuadMax(mx) * scale_log2;
         const float mnew = fmaxf(mrow[mi][hr], mx);
         const float muse = mnew == -Inf() ? 0.f : mnew;
-        const float alpha = FastExp2(mrow[mi][hr] - muse);
+        const float alpha = ex2_approx_ftz(mrow[mi][hr] - muse);
         mrow[mi][hr] = mnew;
         float sum = 0.f;
 #pragma unroll
         for (int nj = 0; nj < NJ; ++nj) {
-          const float p0 = (DFLASH_ATTN_ABLATE & 16) ? s[mi][nj][hr * 2] : FastExp2(fmaf(s[mi][nj][hr * 2], scale_log2, -muse));
-          const float p1 = (DFLASH_ATTN_ABLATE & 16) ? s[mi][nj][hr * 2 + 1] : FastExp2(fmaf(s[mi][nj][hr * 2 + 1], scale_log2, -muse));
+          const float p0 = ex2_approx_ftz(fmaf(s[mi][nj][hr * 2], scale_log2, -muse));
+          const float p1 = ex2_approx_ftz(fmaf(s[mi][nj][hr * 2 + 1], scale_log2, -muse));
           sum += p0 + p1;
-          pk[mi][nj][hr] = PackBf16(p0, p1);  // P in bf16 pairs at once: the fp32 S tile dies here (registers)
+          pk[mi][nj][hr] = pack_bf16x2(p0, p1);  // P in bf16 pairs at once: the fp32 S tile dies here (registers)
         }
         lrow[mi][hr] = lrow[mi][hr] * alpha + sum;
         if (__any_sync(0xffffffffu, alpha != 1.f)) {  // most tiles leave every row maximum unchanged
@@ -149,9 +130,9 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnFwd(const AttnParams p) {
 
     // O += P V. Chunk dj + half of a row = (half ^ row%8) ^ dj for even dj: one base address per lane, the rest by
     // XOR with a constant (as in WarpGemmABt).
-    const unsigned v0 = SmemAddr(cV + Swz<D>((lane & 7) + ((lane >> 3) & 1) * 8, (lane >> 4) * 8));
+    const unsigned v0 = smem_addr(cV + Swz<D>((lane & 7) + ((lane >> 3) & 1) * 8, (lane >> 4) * 8));
 #pragma unroll
-    for (int kk = 0; kk < ((DFLASH_ATTN_ABLATE & 8) ? 0 : BN / 16); ++kk) {
+    for (int kk = 0; kk < BN / 16; ++kk) {
       unsigned a[MI][4];
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) {
@@ -163,20 +144,17 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnFwd(const AttnParams p) {
 #pragma unroll
       for (int dj = 0; dj < DJ; dj += 2) {
         unsigned bb[4];
-        Ldmatrix4Trans(bb, (v0 + kk * 16 * D * 2) ^ (dj << 4));  // = cV + Swz<D>(kk*16 + row, dj*8 + half*8)
+        ldmatrix_x4_trans(bb, (v0 + kk * 16 * D * 2) ^ (dj << 4));  // = cV + Swz<D>(kk*16 + row, dj*8 + half*8)
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) {
-          Mma16816(o[mi][dj], a[mi], bb[0], bb[1]);
-          Mma16816(o[mi][dj + 1], a[mi], bb[2], bb[3]);
+          mma_m16n8k16_bf16(o[mi][dj], a[mi], bb[0], bb[1]);
+          mma_m16n8k16_bf16(o[mi][dj + 1], a[mi], bb[2], bb[3]);
         }
       }
     }
-    __syncthreads();  // this stage's buffers may be refilled now
-    if (STAGES == 1 && tn < nkt) DFLASH_LOAD_KV(tn, 0);
-    t = tn;
-    stage = STAGES > 1 ? (stage + 1) % STAGES : 0;
+    kv.Release();
   }
-  CpAsyncWait<0>();
+  cp_async_wait_group<0>();
 
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi)
@@ -190,7 +168,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnFwd(const AttnParams p) {
 #pragma unroll
       for (int dj = 0; dj < DJ; ++dj) {
         *reinterpret_cast<unsigned*>(Og + dj * 8 + (lane & 3) * 2) =
-            PackBf16(o[mi][dj][hr * 2] * inv, o[mi][dj][hr * 2 + 1] * inv);
+            pack_bf16x2(o[mi][dj][hr * 2] * inv, o[mi][dj][hr * 2 + 1] * inv);
       }
       if ((lane & 3) == 0)
         p.lse[(static_cast<long long>(b) * p.heads_q + h) * Sq + r] =

@@ -1,7 +1,8 @@
 // Attention kernel parameters: the plain-data structs the host passes by value to every attention kernel.
 // Owns: MaskKind, MaskParams, AttnParams (pointers + element strides + shapes + mask description).
-// Who may include it: the kernels (NVRTC), the host API (g++), the CPU tests and tools/device/attention_check.py
-// (which mirrors the layout with ctypes: keep the field order and types in sync with it).
+// Who may include it: the kernels (NVRTC), the host API (g++), the CPU tests. tools/device/attention_params.py
+// mirrors the structs (ctypes), the constants and the shared-memory sizes for the GPU checker;
+// tests/kernels/attention/attention_params_mirror_test.cc fails when the two disagree.
 // Thread-safety: plain values. No host headers: NVRTC compiles this file.
 #pragma once
 
@@ -9,15 +10,6 @@
 #define DFLASH_HD __host__ __device__ __forceinline__
 #else
 #define DFLASH_HD inline
-#endif
-
-// Measurement hook, 0 in every real build (the tuner never sets it): tools/device/attention_check.py --ablate
-// compiles extra copies of a kernel with bits set to time it with one stage left out (H200.md: "time variants that
-// leave one stage out"). Bits: 1 backward without the dQ reductions (the dQ product still runs), 2 backward
-// without the dQ phase, 4 backward without the dV/dK products, 8 forward without P V, 16 forward without the
-// exponentials (P = S). The results of an ablated kernel are wrong by design.
-#ifndef DFLASH_ATTN_ABLATE
-#define DFLASH_ATTN_ABLATE 0
 #endif
 
 namespace dflash_attn {
@@ -65,9 +57,9 @@ struct MaskParams {
 
 // The fp32 dQ accumulator of dq_mode 0: per (batch, query head) DqAccumRows(seq_q) x head_dim floats in 8 x 8
 // tiles, [row / 8][col / 8][row % 8][col % 8]. One warp's 8-row x 8-column mma accumulator tile (a 2-float reduction
-// per lane) is then one 256-byte segment, two cache lines, where the row-major layout spread it over 8 rows and 8
-// lines (session 8, ncu of the causal backward: lg_throttle stalls on those reductions were 8.5 % of samples,
-// FA2's 0.2 %: its accumulator is in fragment order too). Rows past seq_q are never written nor read.
+// per lane) is then one 256-byte segment, two cache lines, where a row-major layout spreads it over 8 rows and 8
+// lines (ncu of the causal backward with the row-major layout: lg_throttle stalls on those reductions were 8.5 % of
+// samples, FA2's 0.2 %: its accumulator is in fragment order too). Rows past seq_q are never written nor read.
 DFLASH_HD long long DqAccumRows(long long seq_q) { return (seq_q + 7) & ~7LL; }
 DFLASH_HD long long DqAccumOffset(int row, int col, int head_dim) {
   return static_cast<long long>(row >> 3) * (8 * head_dim) + (col >> 3) * 64 + (row & 7) * 8 + (col & 7);

@@ -6,7 +6,7 @@
 // tiles of the last heads starting last and running alone at the end. The coordinates are read from blockIdx
 // (special registers, which ptxas can re-read at no register cost). Launch geometry: attention_config.cc
 // (ForwardLaunches, BackwardLaunches) and tools/device/attention_check.py.
-// The dK/dV kernels may also be launched head-grouped (backward `head_groups` 1, session 5): grid (HG, tiles,
+// The dK/dV kernels may also be launched head-grouped (backward `head_groups` 1): grid (HG, tiles,
 // NG * batch) with NG = heads / HG groups of HG heads, so the GPU runs group by group (each group's tiles heaviest
 // first) and the blocks in flight share the Q / dO / dQ-accumulator rows of HG heads only, a working set sized by
 // the host to fit L2 (like FlashAttention-2, whose grid keeps one head in flight), instead of all heads' at once.

@@ -5,8 +5,8 @@
 // ref).abs().max()`, without the + 0.3 offset so that the term scales with the tensor), plus 1e-4.
 // Why the absolute term: on a sampled row set the plain error can be small by chance (few-term sums, e.g. a block
 // row of a DFlash layer that 16 queries see), and a correct kernel, which rounds P and dS to bf16 once where the
-// emulation rounds them differently, then misses 2x by a fraction of an ulp (NOTES.md, session 5: every variant of
-// the sliding 4096/512 backward failed the gate with seed 7 this way).
+// emulation rounds them differently, then misses 2x by a fraction of an ulp (without the term every variant of the
+// sliding 4096/512 backward failed the gate with seed 7 this way: attention_tolerance_test.cc keeps that instance).
 // Who may call it: the attention workloads and tests. Thread-safety: a tally belongs to one thread.
 #pragma once
 

@@ -1,5 +1,6 @@
 #include "kernels/conv1d/conv1d_family.h"
 
+#include "kernels/common/spec_family.h"
 #include "kernels/conv1d/conv1d_config.h"
 #include "kernels/conv1d/conv1d_workload.h"
 
@@ -11,25 +12,12 @@ extern const std::size_t kConv1dSources_count;
 namespace dflash::conv1d {
 namespace {
 
-class Conv1dFamily final : public tuner::KernelFamily {
+class Conv1dFamily final : public kernels::SpecFamily<ProblemSpec> {
  public:
-  std::string_view name() const override { return "conv1d"; }
-  std::string_view summary() const override {
-    return "causal depthwise conv1d (width 4) + SiLU, bf16, packed varlen (before each gated-delta-net layer)";
-  }
-  std::span<const EmbeddedFile> sources() const override { return {kConv1dSources, kConv1dSources_count}; }
-  std::vector<tuner::TunableParam> params() const override { return Params(); }
-
-  Result<tuner::Problem> Bucket(const tuner::Problem& problem) const override {
-    DFLASH_ASSIGN_OR_RETURN(ProblemSpec spec, ParseProblem(problem));
-    return ToJson(BucketOf(spec));
-  }
-
-  std::string InvalidReason(const tuner::Config& config, const tuner::Problem& bucket) const override {
-    Result<ProblemSpec> spec = ParseProblem(bucket);
-    if (!spec.ok()) return "not a conv1d bucket: " + spec.status().message();
-    return InvalidReasonFor(config, *spec);
-  }
+  Conv1dFamily()
+      : SpecFamily("conv1d",
+                   "causal depthwise conv1d (width 4) + SiLU, bf16, packed varlen (before each gated-delta-net layer)",
+                   {kConv1dSources, kConv1dSources_count}, Params()) {}
 
   tuner::CompileSpec MakeCompileSpec(const tuner::Config& config, const tuner::Problem& bucket) const override {
     tuner::CompileSpec spec;
@@ -56,9 +44,14 @@ class Conv1dFamily final : public tuner::KernelFamily {
     return s;
   }
 
-  Result<std::unique_ptr<tuner::Workload>> MakeWorkload(const gpu::Context& ctx, const tuner::Problem& problem,
-                                                        std::uint64_t seed) const override {
-    DFLASH_ASSIGN_OR_RETURN(ProblemSpec spec, ParseProblem(problem));
+ private:
+  Result<ProblemSpec> ParseSpec(const tuner::Problem& problem) const override { return ParseProblem(problem); }
+  tuner::Problem BucketJsonOf(const ProblemSpec& spec) const override { return ToJson(BucketOf(spec)); }
+  std::string InvalidReasonFor(const tuner::Config& config, const ProblemSpec& bucket) const override {
+    return conv1d::InvalidReasonFor(config, bucket);
+  }
+  Result<std::unique_ptr<tuner::Workload>> MakeWorkloadFor(const gpu::Context& ctx, const ProblemSpec& spec,
+                                                           std::uint64_t seed) const override {
     return MakeConv1dWorkload(ctx, spec, seed);
   }
 };

@@ -15,7 +15,7 @@
 // ht_index[segment] >= 0, h to ht[ht_index] (fp32 [*, HV, 128, 128]). The pieces path passes ONE state buffer as
 // both h0 and ht (in place), although both are declared __restrict__: correct only because every element of ht
 // is written by the thread that read it from h0, after that read (h lives in its registers). Keep it so, or drop
-// the __restrict__ (not measured yet: gdn NOTES, session 8), before staging h0 through shared memory or cp.async.
+// the __restrict__ (its cost is not measured yet), before staging h0 through shared memory or cp.async.
 // Who may call: hosts launching grid (128 / BV, HV, num_segments), block NWARPS*32, dynamic shared
 // FusedSharedBytes(C, BV, STAGES). segs[i] = {token_start, token_end, first_chunk, h0_index}.
 // Thread-safety: each block owns its segment's rows of o and its head's column slice of the state.
@@ -27,8 +27,8 @@
 namespace gdn {
 
 // Registers: min 1 block per SM (without a minimum ptxas capped at 128 registers and spilled), except chunk 32
-// with 8 warps: min 2 blocks (a 128-register cap; 94-124 used and no spills on sm_90 / sm_120 since the shared
-// fragments of session 6 r2), so two blocks share an SM when there are more blocks than SMs (packed sequences,
+// with 8 warps: min 2 blocks (a 128-register cap; 94-124 used and no spills on sm_90 / sm_120 with the shared
+// fragments of the update below), so two blocks share an SM when there are more blocks than SMs (packed sequences,
 // BV 32) instead of running in two waves.
 template <int C, int BV, int NWARPS, int STAGES>
 __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
   const long long hv_row = static_cast<long long>(HV) * kDim;  // row stride of [tokens, HV, 128]
 
   // Loads of chunk t (len rows): the thread's address parts are loop-invariant (tile_thread_offset); a full chunk
-  // (every one but a segment's last) copies without the per-row check and its 64-bit selects (session 8, SASS).
+  // (every one but a segment's last) copies without the per-row check and its 64-bit selects.
   const unsigned off_k = tile_thread_offset<kDim, NT>(hv_row);  // W, qg, kd: [C][128] rows of [T, HV, 128]
   const unsigned off_u = tile_thread_offset<BV, NT>(hv_row);    // U slice: [C][BV]
   const unsigned off_p = tile_thread_offset<C, NT>(C);          // P: [C][C], dense
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
       load_tile_async_at<C, BV, NT, false>(u + base + col0, hv_row, off_u, len, us_of(s), LDH);
       load_tile_async_at<C, kDim, NT, false>(qg + base, hv_row, off_k, len, qs_of(s), LD);
     }
-    if constexpr (STAGES == 1) cp_async_commit();
+    if constexpr (STAGES == 1) cp_async_commit_group();
   };
   auto issue_b = [&](long long t, int len, long long chunk, int s) {
     if (len == C) {
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
       load_tile_async_at<C, kDim, NT, false>(kd + (t * HV + hv) * kDim, hv_row, off_k, len, kds_of(s), LD);
     }
     load_tile_async_at<C, C, NT, true>(pmat + (chunk * HV + hv) * C * C, C, off_p, C, ps_of(s), LDP);
-    cp_async_commit();
+    cp_async_commit_group();
   };
   auto chunk_len = [&](long long t) { return static_cast<int>(seg.y - t < C ? seg.y - t : C); };
 
@@ -123,14 +123,14 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
   long long chunk = seg.z;
   int stage = 0;
   // This lane's o element (row lane / 4 of its first O tile, column 2 (lane % 4) of its strip) in the current
-  // chunk, advanced by C rows per chunk (session 8, SASS: the 64-bit row products were recomputed every chunk).
+  // chunk, advanced by C rows per chunk (instead of recomputing the 64-bit row products every chunk).
   // Tile i of the warp is i * kORowStep rows further (tile warp + i * NWARPS; NWARPS % kTilesN == 0).
   constexpr int kORowStep = (NWARPS / kTilesN) * 16;
   long long o_lane = (seg.x + (warp / kTilesN) * 16 + (tid % 32) / 4) * o_st + static_cast<long long>(hv) * o_sh +
                      col0 + (warp % kTilesN) * 16 + (tid % 4) * 2;
-  // gamma_last of the current chunk, loaded one chunk ahead (session 8, SASS): the load was issued after the
-  // chunk's first barrier and its exp, with 32 FMULs of h, stood between the V_new barrier and the update's
-  // first mma; now the value is in a register a whole chunk early. Same value, same __expf, same products.
+  // gamma_last of the current chunk, loaded one chunk ahead: loaded in its own chunk, after the chunk's first
+  // barrier, its exp and 32 FMULs of h stand between the V_new barrier and the update's first mma (SASS); here the
+  // value is in a register a whole chunk early. Same value, same __expf, same products.
   float g_last = seg.x < seg.y ? gcum[(seg.x + chunk_len(seg.x) - 1) * HV + hv] : 0.f;
   for (long long t = seg.x; t < seg.y; t += C, ++chunk, stage = STAGES == 2 ? stage ^ 1 : 0) {
     const int len = chunk_len(t);
@@ -141,10 +141,10 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
     const bf16* ps = ps_of(stage);
     const bf16* us = us_of(stage);
     if constexpr (STAGES == 1) {
-      cp_async_wait<1>();  // group A (W, U, qg) of this chunk has landed; kd, P may still be in flight
+      cp_async_wait_group<1>();  // group A (W, U, qg) of this chunk has landed; kd, P may still be in flight
       __syncthreads();     // ... for every thread; hb of this chunk is complete
     } else {
-      cp_async_wait<0>();  // this chunk's only group has landed
+      cp_async_wait_group<0>();  // this chunk's only group has landed
       __syncthreads();     // for every thread; hb complete; nobody reads the other stage (chunk n-1) any more
       if (t + C < seg.y) {
         issue_a(t + C, chunk_len(t + C), stage ^ 1);
@@ -161,7 +161,7 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
         float acc_v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
         // U read before the products (its latency hides under them) as one ldmatrix: a non-transposed 16 x 16
         // fragment is the accumulator layout, so up[j] holds (tile_row(m0, j), tile_col(n0, j) + {0, 1}) as the
-        // four 4-byte loads did (session 8, SASS: 4 LDS -> 1 LDSM).
+        // four 4-byte loads would (1 LDSM instead of 4 LDS).
         unsigned up_raw[4];
         load_a_frag<false>(up_raw, us, LDH, m0, n0);
         __nv_bfloat162 up[4];
@@ -180,9 +180,9 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
         store_tile_bf16(vn, LDH, m0, n0, v);
       }
     }
-    // h = exp(gamma_last) h here, before the V_new barrier instead of after it (session 8): every warp, its FMULs
+    // h = exp(gamma_last) h here, before the V_new barrier instead of after it: every warp, its FMULs
     // free to fill the gaps of the mma chain above (one basic block where the O tiles need no guard); nothing
-    // reads h (registers) between here and the update's mma below. The same products as before. The empty asm
+    // reads h (registers) between here and the update's mma below. The same products either way. The empty asm
     // pins the products here: without it NVVM sinks them past the barrier to their use (no instruction, no
     // change to the values).
 #pragma unroll
@@ -197,7 +197,7 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
     // (not between the first barrier and the first ldmatrix, where STAGES = 2 issues its loads), a chunk ahead.
     if (t + C < seg.y) g_last = gcum[((t + 2 * C < seg.y ? t + 2 * C : seg.y) - 1) * HV + hv];
     if constexpr (STAGES == 1) {
-      cp_async_wait<0>();  // group B (kd, P) has landed
+      cp_async_wait_group<0>();  // group B (kd, P) has landed
       __syncthreads();     // V_new complete; nobody reads W, U, qg or hb of this chunk any more
       if (t + C < seg.y) issue_a(t + C, chunk_len(t + C), 0);  // overlaps the rest of this chunk
     } else {
@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
     }
     // O += P V_new and h = exp(gamma_last) h + kd^T V_new, k-step outermost: every tile of this warp (O and h)
     // has the column strip nw0 (NWARPS % kTilesN == 0), so each V_new fragment is loaded once and feeds all of
-    // them (session 6 r2: 36 instead of 52 ldmatrix.x4 per warp and chunk at C32 / BV64 / 8 warps, all of it
+    // them (36 instead of 52 ldmatrix.x4 per warp and chunk at C32 / BV64 / 8 warps, all of it
     // with the load-stage copies the shared-memory bandwidth the chunk loop is bound by). P's blocks above
     // the diagonal are zero and skipped.
     const int nw0 = (warp % kTilesN) * 16;

@@ -30,8 +30,8 @@ __device__ __forceinline__ void fma4(float l, float4 t, float4& acc) {
 
 // T = (I + L)^-1 in place for a strictly lower C x C fp32 matrix L in shared memory (row stride ld, a multiple
 // of 4; diagonal and upper part stored as 0): afterwards the strictly lower part holds T's (T has a unit
-// diagonal), the rest stays 0. All fp32, every loop with a compile-time trip count (session 6; the former
-// row-by-row substitution with two __syncwarp per row was half of gdn_chunk_prep's stall samples):
+// diagonal), the rest stays 0. All fp32, every loop with a compile-time trip count (a row-by-row substitution with
+// two __syncwarp per row was half of gdn_chunk_prep's stall samples):
 // 1. Diagonal 16 x 16 blocks: thread p < C owns column p % 16 of block p / 16 and solves (I + L_bb) x = e_j by
 //    forward substitution in 16 registers (L read as warp broadcasts), then writes x below the diagonal.
 // 2. Block rows i = 1 .. C/16 - 1: R = L_i,<i (I + T_<i,<i) (the strictly lower T of the rows above, already in
@@ -110,8 +110,8 @@ __device__ __forceinline__ void invert_unit_lower(float* L, int ld) {
 }
 
 // sm_120: register caps of 170 (4 warps, 3 blocks per SM) and 255 (8 warps, 1 block): with the default hint
-// ptxas capped the prep at 128 / 64 registers there and spilled 4-44 B, and at 128 with 8 warps still 8-16 B
-// (session 6); sm_90 keeps the default (no spills; 4 blocks of 52.7 KB per SM at chunk 64).
+// ptxas caps the prep at 128 / 64 registers there and spills 4-44 B, and at 128 with 8 warps still 8-16 B; sm_90
+// keeps the default (no spills; 4 blocks of 52.7 KB per SM at chunk 64).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
 #define GDN_PREP_BOUNDS(threads) __launch_bounds__(threads, (threads) <= 128 ? 3 : 1)
 #else
@@ -206,7 +206,7 @@ __global__ void GDN_PREP_BOUNDS(NWARPS * 32)
     }
     __syncthreads();
     load_tile_async<C, kDim, NT>(v + t0 * v_st + hv * v_sh, v_st, len, vb, LD);
-    cp_async_commit();
+    cp_async_commit_group();
   } else {
     __syncthreads();
   }

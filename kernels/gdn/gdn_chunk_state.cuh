@@ -21,8 +21,8 @@
 
 namespace gdn {
 
-// min 2 blocks/SM: a register cap of 128 at 8 warps (without it NVRTC's ptxas settled on 64 and spilled 16 B
-// once the tile loads became fully unrolled, session 6).
+// min 2 blocks/SM: a register cap of 128 at 8 warps (without it NVRTC's ptxas settles on 64 and spills 16 B with the
+// fully unrolled tile loads).
 template <int C, int BV, int NWARPS, bool TRANSFER>
 __global__ void __launch_bounds__(NWARPS * 32, 2)
     gdn_chunk_state(const bf16* __restrict__ kd, const bf16* __restrict__ w, const bf16* __restrict__ u,
@@ -52,11 +52,11 @@ __global__ void __launch_bounds__(NWARPS * 32, 2)
   auto issue_w = [&](long long t, int len) {
     load_tile_async<C, kDim, NT>(w + (t * HV + hv) * kDim, hv_row, len, wsm, LD);
     if (!m_cols) load_tile_async<C, BV, NT>(u + (t * HV + hv) * kDim + ucol0, hv_row, len, us, LDH);
-    cp_async_commit();
+    cp_async_commit_group();
   };
   auto issue_kd = [&](long long t, int len) {
     load_tile_async<C, kDim, NT>(kd + (t * HV + hv) * kDim, hv_row, len, kds, LD);
-    cp_async_commit();
+    cp_async_commit_group();
   };
   auto chunk_len = [&](long long t) { return static_cast<int>(seg.y - t < C ? seg.y - t : C); };
 
@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 2)
         hbuf[((static_cast<long long>(seg.z) + n) * HV + hv) * kDim * kDim + r * kDim + col0 + c] = x;
       }
     }
-    cp_async_wait<1>();  // W and U of this chunk have landed (kd may still be in flight)
+    cp_async_wait_group<1>();  // W and U of this chunk have landed (kd may still be in flight)
     __syncthreads();
     // V_new = U - W h  (C x BV)
     smem_gemm<C, BV, kDim, false, true, NWARPS>(wsm, LD, hb, LDH, [&](int r, int c, float x0, float x1) {
@@ -105,7 +105,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 2)
       }
       store_bf16x2(vn + r * LDH + c, v0, v1);
     });
-    cp_async_wait<0>();
+    cp_async_wait_group<0>();
     __syncthreads();
     if (t + C < seg.y) issue_w(t + C, chunk_len(t + C));  // overlaps the update below
     const float decay = __expf(glast);

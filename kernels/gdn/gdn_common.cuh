@@ -1,13 +1,18 @@
-// Device building blocks shared by the gated-delta-net kernels: the gate math (g, beta), L2-normalised row
-// loading into shared memory, and a warp-level shared-memory GEMM on mma.sync m16n8k16 (bf16 in, fp32 out)
-// fed by ldmatrix. Free of host headers: NVRTC compiles it (cuda_bf16.h only). Portable sm_80 / sm_90 / sm_120.
+// Device building blocks shared by the gated-delta-net kernels, on top of the shared PTX wrappers (ptx.cuh): the
+// gate math (g, beta), L2-normalised rows in shared memory, the padded-tile copies into shared memory, and a
+// warp-level shared-memory GEMM on mma.sync m16n8k16 (bf16 in, fp32 out) fed by ldmatrix. Free of host headers:
+// NVRTC compiles it (cuda_bf16.h only). Portable sm_80 / sm_90 / sm_120.
 // Who may call: the gdn kernels of this folder. Thread-safety: device code; every helper documents which
 // threads of the block must call it together (the block-wide ones end with __syncthreads where stated).
 #pragma once
 
 #include <cuda_bf16.h>
 
+#include "ptx.cuh"
+
 namespace gdn {
+
+using namespace dflash_ptx;  // the PTX wrappers, unqualified in the kernels
 
 using bf16 = __nv_bfloat16;
 
@@ -45,17 +50,11 @@ __device__ __forceinline__ void l2norm_rows_inplace(bf16* tile, int ld, float mu
   }
 }
 
-// One 16-byte cp.async to shared address saddr reading src_bytes (16, or 0: nothing is read from g, which must
-// still be a valid address, and the 16 bytes are zero-filled).
-__device__ __forceinline__ void cp_async_16_zfill(unsigned saddr, const bf16* g, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(g), "r"(src_bytes) : "memory");
-}
-
 // Copies a ROWS x COLS bf16 tile (row r at src + r * row_stride, 16-byte aligned rows) into shared memory
 // with 16-byte cp.async; rows in [valid, ROWS) are zero-filled (cp.async with source size 0, so they land with
-// the group too). Call cp_async_wait (or cp_async_wait_all) + a barrier before use. The loop has a compile-time
-// trip count and no branches: thread t copies vectors t, t + NTHREADS, ... (session 6: the former runtime-bound
-// loop with a branch per vector cost ~290 instructions per warp per chunk in gdn_chunk_fused, half its issue).
+// the group too). Call cp_async_wait_group (or cp_async_wait_all) + a barrier before use. The loop has a compile-time
+// trip count and no branches: thread t copies vectors t, t + NTHREADS, ... (a runtime-bound loop with a branch per
+// vector costs ~290 instructions per warp per chunk in gdn_chunk_fused, half its issue).
 template <int ROWS, int COLS, int NTHREADS>
 __device__ __forceinline__ void load_tile_async(const bf16* __restrict__ src, long long row_stride, int valid,
                                                 bf16* dst, int ld) {
@@ -67,11 +66,11 @@ __device__ __forceinline__ void load_tile_async(const bf16* __restrict__ src, lo
     const int i = static_cast<int>(threadIdx.x) + e * NTHREADS;
     if (kVecs % NTHREADS == 0 || i < kVecs) {
       const int r = i / kVecPerRow, c = (i % kVecPerRow) * 8;
-      const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(dst + r * ld + c));
+      const unsigned saddr = smem_addr(dst + r * ld + c);
       const bool in = r < valid;
       // The row's address only for rows that are read (computing it for every row costs registers: sm_120's
       // gdn_chunk_prep<64, 4, true> then spills).
-      cp_async_16_zfill(saddr, in ? src + r * row_stride + c : src, in ? 16 : 0);
+      cp_async_cg_16_zfill(saddr, in ? src + r * row_stride + c : src, in ? 16 : 0);
     }
   }
 }
@@ -85,9 +84,9 @@ __device__ __forceinline__ unsigned tile_thread_offset(long long row_stride) {
   const unsigned t = threadIdx.x;
   return (t / kVecPerRow) * static_cast<unsigned>(row_stride) * 2u + (t % kVecPerRow) * 16u;
 }
-// load_tile_async with the thread's address part computed once, outside a loop (gdn session 8, SASS: the fused
-// pass recomputed every vector's 64-bit row product, the validity select and the pointer each chunk, ~12 integer
-// instructions per 16-byte copy). `src` is row 0 of the tile (block-uniform), `thread_off` is
+// load_tile_async with the thread's address part computed once, outside a loop (with load_tile_async the fused pass
+// recomputes every vector's 64-bit row product, the validity select and the pointer each chunk: ~12 integer
+// instructions per 16-byte copy in SASS). `src` is row 0 of the tile (block-uniform), `thread_off` is
 // tile_thread_offset<COLS, NTHREADS>(row_stride): the byte offset of the thread's first vector, row
 // t / (COLS / 8), column (t % (COLS / 8)) * 8; vector e of the thread is kRowStep * e rows further, same column.
 // ALL_ROWS: every row is valid (valid == ROWS), no check, no zero fill; else rows in [valid, ROWS) are zero-filled
@@ -105,70 +104,43 @@ __device__ __forceinline__ void load_tile_async_at(const bf16* __restrict__ src,
     const int i = static_cast<int>(threadIdx.x) + e * NTHREADS;
     if (kVecs % NTHREADS == 0 || i < kVecs) {
       const int r = r0 + e * kRowStep;
-      const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(dst + r * ld + c0));
+      const unsigned saddr = smem_addr(dst + r * ld + c0);
       const char* row = reinterpret_cast<const char*>(src) + e * kRowStep * row_stride * 2;  // block-uniform
       const bf16* g = reinterpret_cast<const bf16*>(row + thread_off);
       if constexpr (ALL_ROWS) {
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(saddr), "l"(g) : "memory");
+        cp_async_cg_16(saddr, g);
       } else {
         const bool in = r < valid;
-        cp_async_16_zfill(saddr, in ? g : src, in ? 16 : 0);
+        cp_async_cg_16_zfill(saddr, in ? g : src, in ? 16 : 0);
       }
     }
   }
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// Waits until at most N committed groups of this thread are still in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory"); }
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const bf16* p) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const bf16* p) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-__device__ __forceinline__ void mma_bf16_16816(float& d0, float& d1, float& d2, float& d3, const unsigned (&a)[4],
-                                               unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // Fragments of one warp's 16 x 16 mma tile at depth k0 (ldmatrix.x4): A's 16 x 16 block at rows m0 (A [M][KD]
 // row-major, lda; A_KM: [KD][M]) and B's 16 x 16 block at columns n0 (B [N][KD] row-major, ldb; B_KN: [KD][N]).
-// Loading a fragment once and feeding several mma_16x16 with it saves shared-memory bandwidth (session 6 r2).
+// Loading a fragment once and feeding several mma_16x16 with it saves shared-memory bandwidth.
 template <bool A_KM>
 __device__ __forceinline__ void load_a_frag(unsigned (&a)[4], const bf16* A, int lda, int m0, int k0) {
   const int lane = threadIdx.x % 32, mi = lane / 8, li = lane % 8;
   if constexpr (!A_KM) {
-    ldmatrix_x4(a, A + (m0 + (mi % 2) * 8 + li) * lda + k0 + (mi / 2) * 8);
+    ldmatrix_x4(a, smem_addr(A + (m0 + (mi % 2) * 8 + li) * lda + k0 + (mi / 2) * 8));
   } else {
-    ldmatrix_x4_trans(a, A + (k0 + (mi / 2) * 8 + li) * lda + m0 + (mi % 2) * 8);
+    ldmatrix_x4_trans(a, smem_addr(A + (k0 + (mi / 2) * 8 + li) * lda + m0 + (mi % 2) * 8));
   }
 }
 template <bool B_KN>
 __device__ __forceinline__ void load_b_frag(unsigned (&b)[4], const bf16* B, int ldb, int n0, int k0) {
   const int lane = threadIdx.x % 32, mi = lane / 8, li = lane % 8;
   if constexpr (!B_KN) {
-    ldmatrix_x4(b, B + (n0 + (mi / 2) * 8 + li) * ldb + k0 + (mi % 2) * 8);
+    ldmatrix_x4(b, smem_addr(B + (n0 + (mi / 2) * 8 + li) * ldb + k0 + (mi % 2) * 8));
   } else {
-    ldmatrix_x4_trans(b, B + (k0 + (mi % 2) * 8 + li) * ldb + n0 + (mi / 2) * 8);
+    ldmatrix_x4_trans(b, smem_addr(B + (k0 + (mi % 2) * 8 + li) * ldb + n0 + (mi / 2) * 8));
   }
 }
 // acc (layout of warp_tile_mma) += the 16 x 16 x 16 product of fragments a and b.
 __device__ __forceinline__ void mma_16x16(float (&acc)[8], const unsigned (&a)[4], const unsigned (&b)[4]) {
-  mma_bf16_16816(acc[0], acc[1], acc[2], acc[3], a, b[0], b[1]);
-  mma_bf16_16816(acc[4], acc[5], acc[6], acc[7], a, b[2], b[3]);
+  mma_m16n8k16_bf16(acc[0], acc[1], acc[2], acc[3], a, b[0], b[1]);
+  mma_m16n8k16_bf16(acc[4], acc[5], acc[6], acc[7], a, b[2], b[3]);
 }
 
 // One warp's 16 x 16 tile of C[M x N] += A[M x KD] * B[KD x N] at (m0, n0), operands in shared memory (bf16),
@@ -211,23 +183,17 @@ __device__ __forceinline__ int tile_col(int n0, int j) { return n0 + (j / 2) * 8
 // Stores a warp's 16 x 16 accumulator tile (warp_tile_mma's layout) at (m0, n0) of a row-major bf16 shared-memory
 // tile [.][ld] (16-byte aligned rows): the same values at the same places as, per lane, store_bf16x2(D +
 // tile_row(m0, j) * ld + tile_col(n0, j), acc[2j], acc[2j + 1]) for j = 0..3. sm_90+: one stmatrix.x4 instead of
-// four 4-byte stores (gdn session 8, SASS): pair j is 8 x 8 matrix j (rows + (j % 2) * 8, columns + (j / 2) * 8),
+// four 4-byte stores: pair j is 8 x 8 matrix j (rows + (j % 2) * 8, columns + (j / 2) * 8),
 // lane l holds its row l / 4, columns 2 (l % 4) + {0, 1} (the mma C fragment = stmatrix's fragment), and lanes
 // 8 j .. 8 j + 7 give matrix j's row addresses (load_a_frag<false>'s addressing). The whole warp calls it.
 __device__ __forceinline__ void store_tile_bf16(bf16* D, int ld, int m0, int n0, const float (&acc)[8]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const int lane = threadIdx.x % 32, mi = lane / 8, li = lane % 8;
-  const bf16* p = D + (m0 + (mi % 2) * 8 + li) * ld + n0 + (mi / 2) * 8;
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  const unsigned a = smem_addr(D + (m0 + (mi % 2) * 8 + li) * ld + n0 + (mi / 2) * 8);
   unsigned r[4];
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
-    r[j] = *reinterpret_cast<const unsigned*>(&v);
-  }
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(r[0]), "r"(r[1]),
-               "r"(r[2]), "r"(r[3])
-               : "memory");
+  for (int j = 0; j < 4; ++j) r[j] = pack_bf16x2(acc[2 * j], acc[2 * j + 1]);
+  stmatrix_x4(a, r);
 #else
 #pragma unroll
   for (int j = 0; j < 4; ++j) {

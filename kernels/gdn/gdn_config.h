@@ -44,15 +44,15 @@ Result<Geometry> GeometryOf(const tuner::Config& config);
 
 // Empty unless the (geometrically valid) config is one that measurements showed to be dominated, so the tuner
 // does not spend its budget on it (the family's InvalidReason adds this; the kernels still compile and run,
-// and the API launches any valid geometry). Measured on the H200 (kernels/gdn/NOTES.md v3, sessions 5 and 6):
+// and the API launches any valid geometry). Measured on the H200 (kernels/gdn/NOTES.md):
 //   fused 0: separate state and output kernels, slower than the fused kernel at every measured shape
 //            ((16,48) 1x8192: state + output 1.24 ms vs fused 0.51 ms);
-//   chunk 64: prep(fused) 0.48 vs 0.29 ms at chunk 32 and the fused loop no faster ((16,48) 1x8192, session 6);
-//            no tuned winner of sessions 5-6 (4 shapes) used it; fused 2 at chunk 64 needs ~150-170 KB (one block
-//            per SM: 0.76 vs 0.51 ms);
+//   chunk 64: prep(fused) 0.48 vs 0.29 ms at chunk 32 and the fused loop no faster ((16,48) 1x8192); no tuned
+//            winner of 4 shapes tuned over the whole space used it; fused 2 at chunk 64 needs ~150-170 KB (one
+//            block per SM: 0.76 vs 0.51 ms);
 //   segment_chunks 8, 16: shorter segments than 32 add combine steps and transfer launches; at (16,48) 1x8192
-//            every split was slower than the sequential pass and 16-chunk segments slower than 32 (v2), and the
-//            only tuned winner with a split (session 5, 1x32768) used 32.
+//            every split was slower than the sequential pass and 16-chunk segments slower than 32, and the only
+//            tuned winner with a split (1x32768) used 32.
 std::string DominatedReason(const tuner::Config& config);
 tuner::Config ConfigOf(const Geometry& g);
 

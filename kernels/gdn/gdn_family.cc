@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/common/spec_family.h"
 #include "kernels/gdn/gdn_config.h"
 #include "kernels/gdn/gdn_problem.h"
 #include "kernels/gdn/gdn_workload.h"
@@ -14,37 +15,12 @@ extern const std::size_t kGdnSources_count;
 namespace dflash::gdn {
 namespace {
 
-class GdnFamily final : public tuner::KernelFamily {
+class GdnFamily final : public kernels::SpecFamily<ProblemSpec> {
  public:
-  std::string_view name() const override { return "gdn"; }
-  std::string_view summary() const override {
-    return "gated delta net forward (Qwen3.5 layer): chunked WY/UT on mma.sync + recurrent step, bf16, varlen";
-  }
-  std::span<const EmbeddedFile> sources() const override { return {kGdnSources, kGdnSources_count}; }
-  std::vector<tuner::TunableParam> params() const override { return Params(); }
-
-  Result<tuner::Problem> Bucket(const tuner::Problem& problem) const override {
-    DFLASH_ASSIGN_OR_RETURN(ProblemSpec spec, ParseProblem(problem));
-    return ToJson(BucketOf(spec));
-  }
-
-  std::string InvalidReason(const tuner::Config& config, const tuner::Problem& bucket) const override {
-    Result<ProblemSpec> spec = ParseProblem(bucket);
-    if (!spec.ok()) return "not a gdn bucket: " + spec.status().message();
-    const std::string why = GeometryInvalidReason(config);
-    if (!why.empty()) return why;
-    // A segment as long as the bucket's longest possible sequence is the sequential pass done twice.
-    const std::int64_t chunks = (spec->tokens + config.at("chunk") - 1) / config.at("chunk");
-    if (config.at("segment_chunks") > 0 && config.at("segment_chunks") >= chunks) {
-      return "segment_chunks " + std::to_string(config.at("segment_chunks")) + " >= the bucket's " +
-             std::to_string(chunks) + " chunks (no split)";
-    }
-    if (config.at("piece_chunks") > 0 && config.at("piece_chunks") >= chunks) {
-      return "piece_chunks " + std::to_string(config.at("piece_chunks")) + " >= the bucket's " +
-             std::to_string(chunks) + " chunks (one piece)";
-    }
-    return DominatedReason(config);
-  }
+  GdnFamily()
+      : SpecFamily("gdn",
+                   "gated delta net forward (Qwen3.5 layer): chunked WY/UT on mma.sync + recurrent step, bf16, varlen",
+                   {kGdnSources, kGdnSources_count}, Params()) {}
 
   tuner::CompileSpec MakeCompileSpec(const tuner::Config& config, const tuner::Problem& bucket) const override {
     tuner::CompileSpec spec;
@@ -71,11 +47,10 @@ class GdnFamily final : public tuner::KernelFamily {
     return s;
   }
 
-  // The tuned winners on the H200 (kernels/gdn/NOTES.md sessions 5-8): (16,48) 1x8192 and 1x32768 in pieces of
-  // 64 chunks (fused 1 stage, 64 columns, 8 warps; session 8), 8 packed documents in pieces (2 stages), the
-  // unpieced session-6 winner (fused 2 stages, 64 columns, 8 warps), (16,32) 1x8192 (32 columns), the 1-stage 4-warp
-  // variant and the split pass of session 5's 1x32768 winner. Budget 8 sampled past the first one in session 6
-  // (0.727 vs 0.676 ms).
+  // The tuned winners on the H200 (kernels/gdn/NOTES.md): (16,48) 1x8192 and 1x32768 in pieces of 64 chunks (fused
+  // 1 stage, 64 columns, 8 warps), 8 packed documents in pieces (2 stages), the best config without pieces (fused 2
+  // stages, 64 columns, 8 warps), (16,32) 1x8192 (32 columns), the 1-stage 4-warp variant and the split pass of the
+  // 1x32768 winner without pieces. Without these seeds a budget of 8 sampled past the first one (0.727 vs 0.676 ms).
   std::vector<tuner::Config> SeedConfigs(const tuner::Problem&) const override {
     auto fused = [](int state_bv, int warps, int stages, int segment_chunks, int piece_chunks) {
       return ConfigOf({.chunk = 32, .state_bv = state_bv, .out_bv = kFusedOutBv, .warps = warps,
@@ -85,9 +60,26 @@ class GdnFamily final : public tuner::KernelFamily {
             fused(32, 8, 2, 0, 0),  fused(64, 4, 1, 0, 0),  fused(32, 4, 1, 32, 0)};
   }
 
-  Result<std::unique_ptr<tuner::Workload>> MakeWorkload(const gpu::Context& ctx, const tuner::Problem& problem,
-                                                        std::uint64_t seed) const override {
-    DFLASH_ASSIGN_OR_RETURN(ProblemSpec spec, ParseProblem(problem));
+ private:
+  Result<ProblemSpec> ParseSpec(const tuner::Problem& problem) const override { return ParseProblem(problem); }
+  tuner::Problem BucketJsonOf(const ProblemSpec& spec) const override { return ToJson(BucketOf(spec)); }
+  std::string InvalidReasonFor(const tuner::Config& config, const ProblemSpec& bucket) const override {
+    const std::string why = GeometryInvalidReason(config);
+    if (!why.empty()) return why;
+    // A segment as long as the bucket's longest possible sequence is the sequential pass done twice.
+    const std::int64_t chunks = (bucket.tokens + config.at("chunk") - 1) / config.at("chunk");
+    if (config.at("segment_chunks") > 0 && config.at("segment_chunks") >= chunks) {
+      return "segment_chunks " + std::to_string(config.at("segment_chunks")) + " >= the bucket's " +
+             std::to_string(chunks) + " chunks (no split)";
+    }
+    if (config.at("piece_chunks") > 0 && config.at("piece_chunks") >= chunks) {
+      return "piece_chunks " + std::to_string(config.at("piece_chunks")) + " >= the bucket's " +
+             std::to_string(chunks) + " chunks (one piece)";
+    }
+    return DominatedReason(config);
+  }
+  Result<std::unique_ptr<tuner::Workload>> MakeWorkloadFor(const gpu::Context& ctx, const ProblemSpec& spec,
+                                                           std::uint64_t seed) const override {
     return MakeGdnWorkload(ctx, spec, seed);
   }
 };

@@ -1,6 +1,7 @@
 // Shared-memory and launch arithmetic of the gated-delta-net kernels, in plain constexpr C++ with no includes,
 // so that the device sources (kernels/gdn/*.cuh, compiled by NVRTC) and the host code (gdn_family.cc, the
-// launchers, tools/device/gdn_check.py mirrors it) agree on every byte count.
+// launchers) agree on every byte count. tools/device/gdn_layout.py mirrors it for the GPU checker;
+// tests/kernels/gdn/gdn_layout_mirror_test.cc fails when the two disagree.
 // Who may call: anyone. Thread-safety: pure functions.
 #pragma once
 

@@ -10,8 +10,8 @@ from the spec text (dflash-training.md section 4). Pass rule (FlashAttention's):
 |plain bf16 torch - fp64| + 1e-4, no NaN anywhere, rows that see nothing exactly 0 with LSE -inf. Outputs are
 poisoned with NaN before every launch and inputs are fresh random draws for every case.
 
-Usage: python3 tools/device/attention_check.py [--out DIR] [--arch sm_90] [--quick] [--bench | --bench-ours] [--ablate]
-(--bench: ours vs flex / SDPA; --bench-ours: ours only; --ablate: also time kernels with one stage left out)
+Usage: python3 tools/device/attention_check.py [--out DIR] [--arch sm_90] [--quick] [--bench | --bench-ours]
+(--bench: ours vs flex / SDPA; --bench-ours: ours only)
 """
 import argparse
 import concurrent.futures
@@ -26,55 +26,21 @@ import time
 
 import torch
 
+# The mirror of attention_params.cuh (structs, constants, shared-memory sizes), checked against the header by a CPU
+# test: tools/device/attention_params.py.
+from attention_params import AttnParams, MASK_DOC_BOUND, MASKS, bwd2d_smem, bwd_smem, dq_smem, fwd_smem
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KDIR = os.path.join(ROOT, "kernels", "attention")
-MASKS = {"none": 0, "causal": 1, "doc": 2, "dflash_full": 3, "dflash_sliding": 4}
-MASK_DOC_BOUND = 8  # attention_params.cuh kMaskDocBound: the kernels' MASK argument of a packed-rows (doc_start) case
+COMMON_KDIR = os.path.join(ROOT, "kernels", "common")  # the shared PTX wrappers the kernels include
 
 
 def kernel_mask(c):
     """The kernels' MASK template argument of case c (the doc-bound instantiation for packed rows)."""
     return MASKS[c.mask] | (MASK_DOC_BOUND if c.doc_start is not None else 0)
 
-MAX_TILES = 1024
+
 NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-
-
-# ---------------------------------------------------------------- struct mirror of attention_params.cuh
-class MaskParams(ctypes.Structure):
-    _fields_ = [("cu_seqlens", ctypes.c_void_p), ("anchors", ctypes.c_void_p), ("block_valid", ctypes.c_void_p),
-                ("doc_start", ctypes.c_void_p),
-                ("kind", ctypes.c_int), ("seq_q", ctypes.c_int), ("seq_kv", ctypes.c_int), ("num_docs", ctypes.c_int),
-                ("num_blocks", ctypes.c_int), ("block_size", ctypes.c_int), ("ctx_len", ctypes.c_int),
-                ("window", ctypes.c_int)]
-
-
-_STRIDES = [f"{t}_{s}_stride" for t in ("q", "k", "v", "o", "do", "dq", "dk", "dv") for s in ("batch", "head", "seq")]
-
-
-class AttnParams(ctypes.Structure):
-    _fields_ = ([(n, ctypes.c_void_p) for n in ("q", "k", "v", "o", "lse", "dout", "dq", "dk", "dv", "delta",
-                                                  "dq_accum")] +
-                [(n, ctypes.c_longlong) for n in _STRIDES] +
-                [("batch", ctypes.c_int), ("heads_q", ctypes.c_int), ("heads_kv", ctypes.c_int),
-                 ("head_dim", ctypes.c_int), ("scale", ctypes.c_float), ("pad0", ctypes.c_int),
-                 ("mask", MaskParams)])
-
-
-def fwd_smem(d, bm, bn, st):
-    return (bm * d + 2 * st * bn * d) * 2 + bm * 16 + MAX_TILES
-
-
-def bwd_smem(d, bm, bn, st):
-    return (2 * bn * d + 2 * st * bm * d + bm * bn) * 2 + st * bm * 24 + MAX_TILES
-
-
-def bwd2d_smem(d, bm, bn, st):
-    return (2 * bn * d + 2 * st * bm * d + 2 * bm * bn) * 2 + st * bm * 24 + MAX_TILES
-
-
-def dq_smem(d, bm, bn, st):
-    return (2 * bm * d + 2 * st * bn * d) * 2 + MAX_TILES
 
 
 # ---------------------------------------------------------------- compile + load
@@ -101,19 +67,17 @@ class Driver:
             self.cu.cuGetErrorString(r, ctypes.byref(s))
             raise RuntimeError(f"{what}: CUDA error {r} ({s.value.decode() if s.value else '?'})")
 
-    def load(self, cubin_path, names, ablate=0):
+    def load(self, cubin_path, names):
         data = open(cubin_path, "rb").read()
         mod = ctypes.c_void_p()
         self.check(self.cu.cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(data)), f"load {cubin_path}")
         for n in names:
             f = ctypes.c_void_p()
             self.check(self.cu.cuModuleGetFunction(ctypes.byref(f), mod, n.encode()), f"get {n}")
-            self.funcs[(n, ablate)] = f
-
-    ablate = 0  # DFLASH_ATTN_ABLATE bits of the kernels launch() picks (falls back to the real build)
+            self.funcs[n] = f
 
     def launch(self, name, grid, threads, smem, params):
-        f = self.funcs.get((name, self.ablate)) or self.funcs[(name, 0)]
+        f = self.funcs[name]
         if smem > 48 * 1024:
             self.check(self.cu.cuFuncSetAttribute(f, 8, ctypes.c_int(smem)), f"smem attr {name}")
         arg = ctypes.c_void_p(ctypes.addressof(params))
@@ -123,24 +87,24 @@ class Driver:
                                           argv, None), f"launch {name} grid={grid} smem={smem}")
 
 
-def compile_all(kernels, arch, outdir, log, ablate=0, ngroups=12):
+def compile_all(kernels, arch, outdir, log, ngroups=12):
     """kernels: set of (name, args). Compiles them in parallel groups; returns list of (cubin, mangled names)."""
     kernels = sorted(kernels, key=str)
     groups = [kernels[i::ngroups] for i in range(ngroups)]
     groups = [g for g in groups if g]
     jobs = []
     for i, g in enumerate(groups):
-        src = os.path.join(outdir, f"inst{i}_a{ablate}.cu")
+        src = os.path.join(outdir, f"inst{i}.cu")
         with open(src, "w") as f:
             f.write('#include "attention_kernels.cu"\n')
             for name, args in g:
                 f.write(f"template __global__ void {texpr(name, args)}(const dflash_attn::AttnParams);\n")
-        jobs.append((src, os.path.join(outdir, f"inst{i}_a{ablate}.cubin"), [mangle(n, a) for n, a in g]))
+        jobs.append((src, os.path.join(outdir, f"inst{i}.cubin"), [mangle(n, a) for n, a in g]))
 
     def run(job):
         src, cub, _ = job
-        cmd = [NVCC, "-std=c++17", f"-arch={arch}", "-cubin", "-O3", f"-DDFLASH_ATTN_ABLATE={ablate}", "-I", KDIR,
-               "-Xptxas", "-v", src, "-o", cub]
+        cmd = [NVCC, "-std=c++17", f"-arch={arch}", "-cubin", "-O3", "-I", KDIR, "-I", COMMON_KDIR, "-Xptxas", "-v",
+               src, "-o", cub]
         r = subprocess.run(cmd, capture_output=True, text=True)
         return r.returncode, r.stdout + r.stderr
 
@@ -554,39 +518,6 @@ def bench_flex(c, t, fl):
             f"first call {compile_s:.1f} s"]
 
 
-ABLATE_FWD = (128, 64, 4, 2)
-ABLATE_BWD = (64, 128, 1, 0, 2)
-ABLATIONS = {0: "all stages", 1: "bwd: no dQ reductions", 2: "bwd: no dQ phase", 4: "bwd: no dV/dK products",
-             8: "fwd: no P V", 16: "fwd: no exponentials"}
-
-
-def ablation_kernels():
-    ks = set()
-    for mk in (1, 3):
-        ks.add(fwd_kernel(128, ABLATE_FWD, mk))
-        ks.update(k for k in bwd_kernels(128, ABLATE_BWD, mk) if k[0].startswith("AttnBwdKv"))
-    return ks
-
-
-def ablate(drv):
-    """Times the forward and backward with one stage left out (DFLASH_ATTN_ABLATE bits): where the time goes."""
-    rng = random.Random(7)
-    shapes = [("dflash_full", dflash_case("ablate full", "dflash_full", 1, 32, 8, 512, 8192, 128, rng)),
-              ("causal 8192", Case("ablate causal", "causal", 1, 32, 32, 8192, 8192, 128, layout="bhsd"))]
-    res = []
-    for label, c in shapes:
-        t = make_inputs(c)
-        run_fwd(drv, c, t, ABLATE_FWD)
-        for bits, what in ABLATIONS.items():
-            drv.ablate = bits
-            if bits in (0, 8, 16):
-                res.append(f"ablate {label:12s} fwd {ABLATE_FWD} {what:24s} {time_ms(lambda: run_fwd(drv, c, t, ABLATE_FWD)):.3f} ms")
-            if bits in (0, 1, 2, 4):
-                res.append(f"ablate {label:12s} bwd {ABLATE_BWD} {what:24s} {time_ms(lambda: run_bwd(drv, c, t, ABLATE_BWD)):.3f} ms")
-        drv.ablate = 0
-    return res
-
-
 def dense_pairs(c):
     return int(dense_mask(c)[0].sum().item())
 
@@ -615,7 +546,6 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--bench-ours", action="store_true", help="time our variants only (no flex / SDPA; DFlash full, causal)")
-    ap.add_argument("--ablate", action="store_true", help="also time kernels with one stage left out (DFLASH_ATTN_ABLATE)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.build_dir, exist_ok=True)
@@ -635,15 +565,10 @@ def main():
             for cfg in BENCH_BWD:
                 kernels.update(bwd_kernels(128, cfg, mk))
     with open(os.path.join(args.out, "compile.log"), "w") as log:
-        mods = [(cub, names, 0) for cub, names in compile_all(kernels, args.arch, args.build_dir, log)]
-        if args.ablate:
-            for bits in ABLATIONS:
-                if bits:
-                    mods += [(cub, names, bits) for cub, names in
-                             compile_all(ablation_kernels(), args.arch, args.build_dir, log, ablate=bits, ngroups=4)]
+        mods = compile_all(kernels, args.arch, args.build_dir, log)
     drv = Driver()
-    for cub, names, bits in mods:
-        drv.load(cub, names, bits)
+    for cub, names in mods:
+        drv.load(cub, names)
     rows, all_ok = [], True
     for i, c in enumerate(cs):
         try:
@@ -657,8 +582,6 @@ def main():
         for r in rows:
             f.write(f"{'PASS' if r[2] else 'FAIL'} | {r[0]:26s} | {r[1]:16s} | {r[3]}\n")
     bench_rows = bench(drv, args.out, ours_only=args.bench_ours) if args.bench or args.bench_ours else []
-    if args.ablate:
-        bench_rows += ablate(drv)
     print("\nresult | case | variant | kernel err / bf16-torch err (max abs vs fp64)")
     for r in rows:
         print(f"{'PASS' if r[2] else 'FAIL'} | {r[0]:26s} | {r[1]:16s} | {r[3]}")

@@ -22,10 +22,14 @@ import cupy as cp
 import numpy as np
 import torch
 
+# The mirror of kernels/gdn/gdn_layout.h (shared-memory sizes), checked against the header by a CPU test.
+from gdn_layout import D, combine_smem, fused_smem, output_smem, prep_smem, state_smem
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # GDN_KDIR: another copy of kernels/gdn (e.g. a base commit's, for an A/B of the kernels in one device call)
 KDIR = os.path.abspath(os.environ.get("GDN_KDIR") or os.path.join(ROOT, "kernels", "gdn"))
-D = 128
+# The shared PTX wrappers the kernels include (a GDN_KDIR copy brings its own ../common when it has one).
+COMMON_KDIR = os.path.join(os.path.dirname(KDIR), "common")
 LOG = []
 
 
@@ -34,45 +38,17 @@ def log(msg):
     LOG.append(msg)
 
 
-# --- shared-memory arithmetic: mirrors kernels/gdn/gdn_layout.h -------------------------------------------
-def pad_b(c):
-    return c + 8
-
-
-def pad_f(c):
-    return c + 4
-
-
-def prep_smem(c):
-    return 2 * c * pad_b(D) * 2 + c * pad_f(c) * 4 + 2 * c * 4
-
-
-def fused_smem(c, bv, stages):
-    return D * pad_b(bv) * 2 + c * pad_b(bv) * 2 + stages * (3 * c * pad_b(D) * 2 + c * pad_b(c) * 2 + c * pad_b(bv) * 2)
-
-
-def state_smem(c, bv):
-    return D * pad_f(bv) * 4 + D * pad_b(bv) * 2 + 2 * c * pad_b(D) * 2 + 2 * c * pad_b(bv) * 2
-
-
-def output_smem(c, bv):
-    return 2 * c * pad_b(D) * 2 + c * pad_f(max(c, bv)) * 4 + D * pad_b(bv) * 2 + c * pad_b(bv) * 2 + c * 4
-
-
-def combine_smem(bv):
-    return D * (D + 1) * 4 + D * bv * 4
-
-
 # --- compilation ----------------------------------------------------------------------------------------------
 def sources_digest():
     """Digest of the kernel sources: part of the NVRTC source text, so CuPy's on-disk kernel cache (keyed by the
     text, not by the files it includes) never serves a kernel compiled from older sources."""
     import hashlib
     h = hashlib.sha256()
-    for f in sorted(os.listdir(KDIR)):
-        if f.endswith((".cuh", ".cu", ".h")):
-            with open(os.path.join(KDIR, f), "rb") as fh:
-                h.update(f.encode() + fh.read())
+    for d in (KDIR, COMMON_KDIR):
+        for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            if f.endswith((".cuh", ".cu", ".h")):
+                with open(os.path.join(d, f), "rb") as fh:
+                    h.update(f.encode() + fh.read())
     return h.hexdigest()[:16]
 
 
@@ -97,7 +73,7 @@ class Kernels:
         self.mod = cp.RawModule(
             code=f'// sources {sources_digest()}\n#include "gdn_kernels.cu"\n',
             backend="nvrtc",
-            options=("-std=c++17", "-I/usr/local/cuda/include", "-I" + KDIR),
+            options=("-std=c++17", "-I/usr/local/cuda/include", "-I" + KDIR, "-I" + COMMON_KDIR),
             name_expressions=list(self.names.values()),
         )
         self.fn = {}

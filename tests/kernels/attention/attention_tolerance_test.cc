@@ -1,8 +1,8 @@
 // CPU tests of the attention tuning gate's tolerance (attention_tolerance.h): the bf16 half-ulp against the
-// spacing of neighbouring bf16 values, and the gate on the instance that failed every variant in session 4 (DFlash
-// sliding, ctx 4096, 512 blocks, window 2048, seed 7): a kernel-numerics emulation of dK for the block row the gate
-// samples (fp32 sums of bf16 products, P and dS rounded to bf16 once, bf16 output) must pass, and the same
-// emulation with one query row left out must still fail.
+// spacing of neighbouring bf16 values, and the gate on the instance where the rule without the bf16 term (2 x plain
+// + 1e-4) failed every variant (DFlash sliding, ctx 4096, 512 blocks, window 2048, seed 7): a kernel-numerics
+// emulation of dK for the block row the gate samples (fp32 sums of bf16 products, P and dS rounded to bf16 once,
+// bf16 output) must pass, and the same emulation with one query row left out must still fail.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -88,7 +88,7 @@ std::vector<double> KernelDk(const HostInputs& in, int hk, int kv, int skip_q) {
   return out;
 }
 
-TEST(AttentionTolerance, GateAcceptsKernelNumericsAndRejectsAMissingRowOnTheSession4Instance) {
+TEST(AttentionTolerance, GateAcceptsKernelNumericsAndRejectsAMissingRowOnTheSlidingCtx4096Seed7Instance) {
   ProblemSpec s;
   s.mask = dflash_attn::kMaskDflashSliding;
   s.heads_q = 32;
@@ -115,8 +115,8 @@ TEST(AttentionTolerance, GateAcceptsKernelNumericsAndRejectsAMissingRowOnTheSess
     err = std::max(err, std::abs(dk[i] - dk_exact[i]));
     base = std::max(base, std::abs(dk_plain[i] - dk_exact[i]));
   }
-  EXPECT_GT(err, 2 * base + 1e-4) << "the instance no longer reproduces session 4's failure of the old rule "
-                                     "(2 x plain + 1e-4): pick another seed / kv row for this regression test";
+  EXPECT_GT(err, 2 * base + 1e-4) << "the instance no longer reproduces the failure of the rule without the bf16 "
+                                     "term (2 x plain + 1e-4): pick another seed / kv row for this regression test";
   EXPECT_TRUE(good.ok()) << good.ToString();
 
   // The block's last query row left out (a tile-edge bug): an error of one whole term, far outside the tolerance.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Static SASS counts by basic block (attention session 7). Input: `nvdisasm -c x.cubin` output.
+"""Static SASS counts by basic block. Input: `nvdisasm -c x.cubin` output (nvrtc_dump.cc writes the cubin).
 
   sass_blocks.py X.sass KEY [LO HI]            one line per basic block of the function whose name contains KEY
                                                (addresses LO..HI, hex): instructions by class, the block's last one
@@ -9,8 +9,8 @@
                                                `rows` blocks (only some warps run them) are summed apart
   sass_blocks.py X.sass KEY --loop [cold=A,B,..] [nozfill]
                                                the same sum over the function's outermost loop (the backward branch
-                                               with the longest span: gdn session 8, one chunk step of the fused
-                                               pass), minus the `cold` blocks; nozfill: also minus the blocks of
+                                               with the longest span: in gdn_chunk_fused, one chunk step of the
+                                               fused pass), minus the `cold` blocks; nozfill: also minus the blocks of
                                                zero-filling LDGSTS that end in an unconditional BRA (the partial-
                                                chunk copies beside load_tile_async_at's full-chunk ones)
 `@!PT` instructions (never executed; ptxas pads LDGSTS with them) are not counted.
