@@ -228,6 +228,23 @@ TEST_F(CachedKernelOpsGpu, GatedDeltaRuleMatchesTheReference) {
               reference_->GatedDeltaRule(q, k, v, a, b, a_log, dt_bias, CuSeqlens()), 3e-2, 1e-2, "gdn");
 }
 
+// The target passes q, k, v as views into its conv1d output ([T, 2K + V], token stride 2K + V): read in place.
+TEST_F(CachedKernelOpsGpu, GatedDeltaRuleReadsStridedViewsOfOneTensor) {
+  const std::int64_t key_dim = kGdnHeads * 128, value_dim = kGdnValueHeads * 128;
+  const auto mixed = Randn({kTokens, 2 * key_dim + value_dim});
+  const auto q = mixed.narrow(1, 0, key_dim).view({kTokens, kGdnHeads, 128});
+  const auto k = mixed.narrow(1, key_dim, key_dim).view({kTokens, kGdnHeads, 128});
+  const auto v = mixed.narrow(1, 2 * key_dim, value_dim).view({kTokens, kGdnValueHeads, 128});
+  ASSERT_FALSE(q.is_contiguous());
+  const auto a = Randn({kTokens, kGdnValueHeads}), b = Randn({kTokens, kGdnValueHeads});
+  const auto fopts = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat);
+  const auto a_log = torch::rand({kGdnValueHeads}, fopts) - 1.0, dt_bias = torch::randn({kGdnValueHeads}, fopts);
+  ExpectClose(ops().GatedDeltaRule(q, k, v, a, b, a_log, dt_bias, CuSeqlens()),
+              reference_->GatedDeltaRule(q.contiguous(), k.contiguous(), v.contiguous(), a, b, a_log, dt_bias,
+                                         CuSeqlens()),
+              3e-2, 1e-2, "gdn (strided q, k, v)");
+}
+
 TEST_F(CachedKernelOpsGpu, MissingKeyIsNotFoundNamingTheWarmupCommand) {
   cache::CacheOptions o;
   o.dir = suite->dir / "empty-cache";

@@ -95,7 +95,8 @@ TEST(AdamW, UpdateDividesClipsAndStepsOnTheCpuAndFusedOnTheGpu) {
       manual.Step(1e-2);
     }
     for (const auto& device : devices) {
-      auto a = a0.to(device).requires_grad_(true), b = b0.to(device).requires_grad_(true);
+      // Copies (on the CPU, to() would return a0 itself, and the update would move a0 for the next device).
+      auto a = a0.clone().to(device).requires_grad_(true), b = b0.clone().to(device).requires_grad_(true);
       AdamW ours({{"a", a}, {"b", b}}, o);
       for (int i = 0; i < 4; ++i) {
         a.mutable_grad() = grads[i][0].to(device);

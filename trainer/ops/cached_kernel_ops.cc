@@ -60,6 +60,14 @@ void Check(const Status& s, const std::string& what) {
 
 CUdeviceptr Ptr(const torch::Tensor& t) { return reinterpret_cast<CUdeviceptr>(t.data_ptr()); }
 
+// A [T, H, D] bf16 tensor the kernels can read by (token, head) strides: the last dim contiguous and every row
+// 16-byte aligned; else a contiguous copy.
+torch::Tensor RowAddressable(const torch::Tensor& t) {
+  const bool rows_aligned = t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0;
+  const bool base_aligned = reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0;
+  return t.dim() == 3 && t.stride(2) == 1 && rows_aligned && base_aligned ? t : t.contiguous();
+}
+
 // torch's current CUDA stream on `device`, with the device's primary context current on this thread.
 CUstream CurrentStream(CachedKernelOps::State& state, const torch::Device& device) {
   Check(state.ctx.MakeCurrent(), "making the primary context current");
@@ -357,15 +365,20 @@ torch::Tensor CachedKernelOps::GatedDeltaRule(const torch::Tensor& q_in, const t
               "CachedKernelOps::GatedDeltaRule: a, b [T, HV] and A_log, dt_bias [HV]");
   const c10::DeviceGuard guard(q_in.device());
   const torch::NoGradGuard no_grad;
-  const auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous(), a = a_in.contiguous(),
+  // q, k, v as they come (the target's are views into its conv output: token stride 2K + V) when the kernels can
+  // address them: last dim contiguous, 16-byte aligned rows; a copy otherwise.
+  const auto q = RowAddressable(q_in), k = RowAddressable(k_in), v = RowAddressable(v_in), a = a_in.contiguous(),
              b = b_in.contiguous(), A_log = A_log_in.contiguous(), dt_bias = dt_bias_in.contiguous();
   const std::vector<std::int32_t> cu = HostCuSeqlens(cu_seqlens, tokens);
   const std::int64_t docs = static_cast<std::int64_t>(cu.size()) - 1;
   const auto [winner, operation] = state_->Winner(setup::OpShape::GatedDeltaRule(
       tokens, static_cast<int>(heads), static_cast<int>(value_heads), docs));
-  auto o = torch::empty_like(v);
-  const auto args = gdn::GdnArgs::Contiguous(Ptr(q), Ptr(k), Ptr(v), Ptr(a), Ptr(b), Ptr(A_log), Ptr(dt_bias), Ptr(o),
-                                             static_cast<int>(heads), static_cast<int>(value_heads), cu);
+  auto o = torch::empty({tokens, value_heads, gdn::kHeadDim}, v.options());
+  auto args = gdn::GdnArgs::Contiguous(Ptr(q), Ptr(k), Ptr(v), Ptr(a), Ptr(b), Ptr(A_log), Ptr(dt_bias), Ptr(o),
+                                       static_cast<int>(heads), static_cast<int>(value_heads), cu);
+  args.q_stride_t = q.stride(0), args.q_stride_h = q.stride(1);
+  args.k_stride_t = k.stride(0), args.k_stride_h = k.stride(1);
+  args.v_stride_t = v.stride(0), args.v_stride_h = v.stride(1);
   Result<gdn::Geometry> geometry = gdn::GeometryOf(winner.config);
   Check(geometry.status(), operation);
   Result<std::size_t> bytes = gdn::ChunkedWorkspaceBytes(*geometry, args);
