@@ -72,9 +72,9 @@ torch::Tensor TargetGatedDeltaNet(const torch::Tensor& x, const std::string& a, 
       mixed.narrow(1, 2 * key_dim, value_dim).reshape({t, c.linear_num_value_heads, c.linear_value_head_dim});
   const auto o = ctx.ops.GatedDeltaRule(q, k, v, gate_a, b, TargetWeight(ctx.weights, a + "A_log").to(torch::kFloat),
                                         TargetWeight(ctx.weights, a + "dt_bias").to(torch::kFloat), ctx.cu_seqlens);
-  const auto normed = nn::GatedRmsNorm(o, TargetWeight(ctx.weights, a + "norm.weight"),
-                                       z.reshape({t, c.linear_num_value_heads, c.linear_value_head_dim}),
-                                       c.rms_norm_eps);
+  const auto normed = ctx.ops.GatedRmsNorm(o, TargetWeight(ctx.weights, a + "norm.weight"),
+                                           z.reshape({t, c.linear_num_value_heads, c.linear_value_head_dim}),
+                                           c.rms_norm_eps);
   return nn::Linear(normed.reshape({t, value_dim}).to(x.scalar_type()),
                     TargetWeight(ctx.weights, a + "out_proj.weight"));
 }
@@ -96,8 +96,8 @@ torch::Tensor TargetFullAttention(const torch::Tensor& x, const std::string& a, 
   }
   auto k = Project(x, a + "k_proj", ctx, true).reshape({t, hkv, d});
   const auto v = Project(x, a + "v_proj", ctx, true).reshape({t, hkv, d});
-  q = nn::RmsNorm(q, TargetWeight(ctx.weights, a + "q_norm.weight"), c.rms_norm_eps, kind);
-  k = nn::RmsNorm(k, TargetWeight(ctx.weights, a + "k_norm.weight"), c.rms_norm_eps, kind);
+  q = ctx.ops.RmsNorm(q, TargetWeight(ctx.weights, a + "q_norm.weight"), c.rms_norm_eps, kind);
+  k = ctx.ops.RmsNorm(k, TargetWeight(ctx.weights, a + "k_norm.weight"), c.rms_norm_eps, kind);
   q = nn::ApplyRope(q, ctx.rope);
   k = nn::ApplyRope(k, ctx.rope);
   auto o = ctx.ops.CausalAttention(q.contiguous(), k.contiguous(), v.contiguous(), ctx.cu_seqlens,
@@ -107,18 +107,68 @@ torch::Tensor TargetFullAttention(const torch::Tensor& x, const std::string& a, 
   return nn::Linear(o, TargetWeight(ctx.weights, a + "o_proj.weight"));
 }
 
+namespace {
+
+std::string LayerPrefix(const setup::TargetConfig& c, std::int64_t layer) {
+  return c.weight_prefix + "layers." + std::to_string(layer) + ".";
+}
+
+// The token mixer of `layer` on its normed input x.
+torch::Tensor Mixer(const torch::Tensor& x, std::int64_t layer, const TargetForwardContext& ctx) {
+  const std::string p = LayerPrefix(ctx.config, layer);
+  const bool full = ctx.config.layer_kinds.at(static_cast<std::size_t>(layer)) == setup::TargetLayerKind::kFullAttention;
+  return full ? TargetFullAttention(x, p + "self_attn.", ctx) : TargetGatedDeltaNet(x, p + "linear_attn.", ctx);
+}
+
+torch::Tensor Mlp(const torch::Tensor& y, std::int64_t layer, const TargetForwardContext& ctx) {
+  const std::string p = LayerPrefix(ctx.config, layer);
+  return nn::SwiGluMlp(y, TargetWeight(ctx.weights, p + "mlp.gate_proj.weight"),
+                       TargetWeight(ctx.weights, p + "mlp.up_proj.weight"),
+                       TargetWeight(ctx.weights, p + "mlp.down_proj.weight"));
+}
+
+const torch::Tensor& NormWeight(std::int64_t layer, const char* name, const TargetForwardContext& ctx) {
+  return TargetWeight(ctx.weights, LayerPrefix(ctx.config, layer) + name);
+}
+
+}  // namespace
+
 torch::Tensor TargetDecoderLayer(const torch::Tensor& h, std::int64_t layer, const TargetForwardContext& ctx) {
   const setup::TargetConfig& c = ctx.config;
-  const std::string p = c.weight_prefix + "layers." + std::to_string(layer) + ".";
   const auto kind = TargetNormKind(c);
-  const auto x = nn::RmsNorm(h, TargetWeight(ctx.weights, p + "input_layernorm.weight"), c.rms_norm_eps, kind);
-  const bool full = c.layer_kinds.at(static_cast<std::size_t>(layer)) == setup::TargetLayerKind::kFullAttention;
-  const auto mixed = full ? TargetFullAttention(x, p + "self_attn.", ctx) : TargetGatedDeltaNet(x, p + "linear_attn.", ctx);
-  const auto h1 = h + mixed.to(h.scalar_type());
-  const auto y = nn::RmsNorm(h1, TargetWeight(ctx.weights, p + "post_attention_layernorm.weight"), c.rms_norm_eps, kind);
-  return h1 + nn::SwiGluMlp(y, TargetWeight(ctx.weights, p + "mlp.gate_proj.weight"),
-                            TargetWeight(ctx.weights, p + "mlp.up_proj.weight"),
-                            TargetWeight(ctx.weights, p + "mlp.down_proj.weight"));
+  const auto x = ctx.ops.RmsNorm(h, NormWeight(layer, "input_layernorm.weight", ctx), c.rms_norm_eps, kind);
+  const auto mixed = Mixer(x, layer, ctx);
+  const auto [h1, y] =
+      ctx.ops.AddRmsNorm(h, mixed, NormWeight(layer, "post_attention_layernorm.weight", ctx), c.rms_norm_eps, kind);
+  return h1 + Mlp(y, layer, ctx);
+}
+
+torch::Tensor TargetDecoderLayers(torch::Tensor h, std::int64_t first, std::int64_t last,
+                                  const TargetForwardContext& ctx,
+                                  const std::function<void(std::int64_t, const torch::Tensor&)>& on_output) {
+  const setup::TargetConfig& c = ctx.config;
+  const auto kind = TargetNormKind(c);
+  torch::Tensor delta;  // the previous layer's MLP output, not yet added to h
+  for (std::int64_t layer = first; layer <= last; ++layer) {
+    const auto& w_in = NormWeight(layer, "input_layernorm.weight", ctx);
+    torch::Tensor x;
+    if (delta.defined()) {
+      std::tie(h, x) = ctx.ops.AddRmsNorm(h, delta, w_in, c.rms_norm_eps, kind);
+      on_output(layer - 1, h);
+    } else {
+      x = ctx.ops.RmsNorm(h, w_in, c.rms_norm_eps, kind);
+    }
+    const auto mixed = Mixer(x, layer, ctx);
+    torch::Tensor y;
+    std::tie(h, y) =
+        ctx.ops.AddRmsNorm(h, mixed, NormWeight(layer, "post_attention_layernorm.weight", ctx), c.rms_norm_eps, kind);
+    delta = Mlp(y, layer, ctx);
+  }
+  if (delta.defined()) {
+    h = h + delta;
+    on_output(last, h);
+  }
+  return h;
 }
 
 }  // namespace dflash::trainer

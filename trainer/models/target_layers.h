@@ -6,13 +6,15 @@
 //     * sigmoid(gate), o_proj);
 //   dense (Qwen3): standard RMSNorms, q/k norms, full RoPE, causal attention.
 // Every layer: h + mixer(input_layernorm(h)), then h + SwiGLU(post_attention_layernorm(h)).
-// The hot operations go through TargetOps (attention, conv1d, delta rule), restarting at every document of cu_seqlens.
-// Who may call: target_model.cc, target_decoder.cc and tests. Thread-safety: pure functions (TargetOps per thread, see ops.h).
+// The hot operations go through TargetOps (attention, conv1d, delta rule, the norms), restarting at every document of
+// cu_seqlens. Who may call: target_model.cc, target_decoder.cc and tests. Thread-safety: pure functions (TargetOps
+// per thread, see ops.h).
 #pragma once
 
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -48,6 +50,12 @@ torch::Tensor DocumentPositions(const torch::Tensor& cu_seqlens, std::int64_t to
 
 // Decoder layer `layer` on h [T, hidden] -> [T, hidden] in h's dtype.
 torch::Tensor TargetDecoderLayer(const torch::Tensor& h, std::int64_t layer, const TargetForwardContext& ctx);
+
+// Layers first..last (inclusive) on h with the residual adds fused into the next norm (TargetOps::AddRmsNorm): the
+// same math as TargetDecoderLayer applied in turn. `on_output(layer, h)` receives each layer's output.
+torch::Tensor TargetDecoderLayers(torch::Tensor h, std::int64_t first, std::int64_t last,
+                                  const TargetForwardContext& ctx,
+                                  const std::function<void(std::int64_t, const torch::Tensor&)>& on_output);
 
 // The token mixers on the normed input x [T, hidden] -> [T, hidden]; `prefix` ends with "linear_attn." /
 // "self_attn.".

@@ -130,15 +130,14 @@ std::vector<torch::Tensor> TargetModel::RunLayers(const torch::Tensor& input_ids
   const TargetForwardContext ctx{config_, weights_, cu_seqlens, rope, ops};
 
   std::vector<torch::Tensor> out;
-  auto h = embed.index_select(0, input_ids);
   std::size_t next = 0;
-  for (std::int64_t layer = 0; layer <= keep.back(); ++layer) {
-    h = TargetDecoderLayer(h, layer, ctx);
-    if (layer == keep[next]) {
-      out.push_back(h);
-      ++next;
-    }
-  }
+  TargetDecoderLayers(embed.index_select(0, input_ids), 0, keep.back(), ctx,
+                      [&](std::int64_t layer, const torch::Tensor& h) {
+                        if (next < keep.size() && layer == keep[next]) {
+                          out.push_back(h);
+                          ++next;
+                        }
+                      });
   return out;
 }
 

@@ -4,7 +4,11 @@
 //     (dense masks built from the anchors, the token-by-token or chunked delta rule). The CPU training path, and the
 //     oracle the GPU backend is checked against inside the model.
 //   CachedKernelOps (cached_kernel_ops.h): the tuned winners of the kernel families (attention_fwd/bwd, gdn,
-//     conv1d) read from the kernel cache through tuner::KernelProvider; GPU only; never compiles or tunes.
+//     conv1d, rmsnorm, xent) read from the kernel cache through tuner::KernelProvider; GPU only; never compiles or
+//     tunes.
+// The normalisations and the loss's row-wise pass have default implementations here (ops.cc: LibTorch operations,
+// the math of nn/layers.h and of the spec's loss), which the reference backends keep and CachedKernelOps replaces by
+// fused kernels.
 // All tensors describe ONE row (batch 1; the training step loops over rows). Shapes use T tokens, H heads, D dims.
 // Who may call: the models (trainer/models). Thread-safety: one training thread per Ops object.
 #pragma once
@@ -13,6 +17,9 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+
+#include "trainer/nn/layers.h"
 
 namespace dflash::trainer {
 
@@ -54,9 +61,31 @@ class TargetOps {
   virtual torch::Tensor GatedDeltaRule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& A_log,
                                        const torch::Tensor& dt_bias, const torch::Tensor& cu_seqlens) = 0;
+
+  // nn::RmsNorm over the last dim, forward only.
+  virtual torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps, nn::NormKind kind);
+  // The residual add and the norm of its result, forward only: {h + delta (in h's dtype), nn::RmsNorm of that sum}.
+  virtual std::pair<torch::Tensor, torch::Tensor> AddRmsNorm(const torch::Tensor& h, const torch::Tensor& delta,
+                                                             const torch::Tensor& weight, double eps,
+                                                             nn::NormKind kind);
+  // nn::GatedRmsNorm (the standard norm times silu(gate), in fp32) over the last dim, in x's dtype, forward only.
+  virtual torch::Tensor GatedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& gate,
+                                     double eps);
 };
 
-// The drafter's hot operation (differentiable): its attention under the DFlash masks.
+// The loss's row-wise pass over one chunk of fp32 logits [c, V] (spec §5): per row w * CE (0 for label -100 or
+// weight 0), the argmax, and with `with_grad` the logits' gradient grad_scale * w * (softmax - onehot(label)) (zero
+// rows where the loss is 0) in `grad_dtype`. DrafterOps::CrossEntropy's default (LibTorch operations).
+struct CrossEntropyRows {
+  torch::Tensor loss;    // fp32 [c]
+  torch::Tensor argmax;  // int64 [c]
+  torch::Tensor grad;    // [c, V] in grad_dtype, or undefined without with_grad
+};
+CrossEntropyRows ReferenceCrossEntropy(const torch::Tensor& logits, const torch::Tensor& labels,
+                                       const torch::Tensor& weights, double grad_scale, bool with_grad,
+                                       torch::Dtype grad_dtype);
+
+// The drafter's hot operations: its attention under the DFlash masks (differentiable), the loss's row-wise pass.
 class DrafterOps {
  public:
   virtual ~DrafterOps() = default;
@@ -65,6 +94,11 @@ class DrafterOps {
   // Hkv; query head h uses KV head h / (Hq / Hkv)) -> [N*B, Hq, D] in q's dtype. softmax(scale q k^T + mask) v.
   virtual torch::Tensor DraftAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const DraftMask& mask, double scale) = 0;
+
+  // ReferenceCrossEntropy's contract.
+  virtual CrossEntropyRows CrossEntropy(const torch::Tensor& logits, const torch::Tensor& labels,
+                                        const torch::Tensor& weights, double grad_scale, bool with_grad,
+                                        torch::Dtype grad_dtype);
 };
 
 // A backend of both models' operations (one training step runs the target's and the drafter's).

@@ -1,5 +1,7 @@
 #include "trainer/train/block_loss.h"
 
+#include <algorithm>
+
 namespace dflash::trainer {
 namespace {
 
@@ -18,6 +20,8 @@ class HeadProduct {
     if (mixed_) return at::mm(hidden_rows, head_.t(), torch::kFloat);
     return at::mm(hidden_rows.to(torch::kFloat), head_.t());
   }
+  // The dtype the row-wise pass writes the logits' gradient in: the head's for the mixed product, else fp32.
+  torch::Dtype GradLogitsDtype() const { return mixed_ ? head_.scalar_type() : torch::kFloat; }
   torch::Tensor Back(const torch::Tensor& grad_logits) const {  // [c, H] fp32
     if (mixed_) return at::mm(grad_logits.to(head_.scalar_type()), head_, torch::kFloat);
     return at::mm(grad_logits, head_);
@@ -28,71 +32,53 @@ class HeadProduct {
   torch::Tensor head_;
 };
 
-struct Chunk {
-  torch::Tensor valid;   // bool [c]
-  torch::Tensor safe;    // int64 [c]: the label, 0 where ignored
-  torch::Tensor weight;  // fp32 [c]: w, 0 where ignored
-};
-
-Chunk ChunkTargets(const torch::Tensor& labels, const torch::Tensor& weights) {
-  Chunk c;
-  c.valid = labels != kIgnore;
-  c.safe = torch::where(c.valid, labels, torch::zeros_like(labels));
-  c.weight = torch::where(c.valid, weights.to(torch::kFloat), torch::zeros_like(weights, torch::kFloat));
-  return c;
-}
-
+// Forward = each chunk's logits (one product with the head), its row-wise pass (ops: w * CE, argmax, and when the
+// hidden states need a gradient, the logits' gradient), and that gradient back through the head into grad_hidden,
+// chunk by chunk: the backward only scales the saved grad_hidden by the upstream gradient (the loss is linear in
+// it), so the logits are made once per step, not again in the backward.
 class ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntropy> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,
                                                 const torch::Tensor& lm_head, const torch::Tensor& labels,
-                                                const torch::Tensor& weights, std::int64_t chunk_rows) {
+                                                const torch::Tensor& weights, std::int64_t chunk_rows,
+                                                bool with_grad, std::int64_t ops_address) {
+    DrafterOps* ops = reinterpret_cast<DrafterOps*>(ops_address);
     const HeadProduct head(lm_head, hidden.scalar_type());
     const std::int64_t rows = hidden.size(0);
     auto total = torch::zeros({}, hidden.options().dtype(torch::kFloat));
     auto argmax = torch::empty({rows}, hidden.options().dtype(torch::kLong));
+    torch::Tensor grad_hidden = with_grad ? torch::empty_like(hidden) : torch::Tensor();
+    const torch::Dtype grad_dtype = head.GradLogitsDtype();
     for (std::int64_t start = 0; start < rows; start += chunk_rows) {
       const std::int64_t n = std::min(chunk_rows, rows - start);
       const auto logits = head.Logits(hidden.narrow(0, start, n));
-      const Chunk t = ChunkTargets(labels.narrow(0, start, n), weights.narrow(0, start, n));
-      const auto ce = torch::logsumexp(logits, -1) - logits.gather(1, t.safe.unsqueeze(1)).squeeze(1);
-      // where(): a zero weight must give 0 even if that row's CE is not finite.
-      total += torch::where(t.weight != 0, t.weight * ce, torch::zeros_like(ce)).sum();
-      argmax.narrow(0, start, n).copy_(logits.argmax(-1));
+      const auto l = labels.narrow(0, start, n), w = weights.narrow(0, start, n);
+      const CrossEntropyRows r = ops ? ops->CrossEntropy(logits, l, w, 1.0, with_grad, grad_dtype)
+                                     : ReferenceCrossEntropy(logits, l, w, 1.0, with_grad, grad_dtype);
+      total += r.loss.sum();
+      argmax.narrow(0, start, n).copy_(r.argmax);
+      if (with_grad) grad_hidden.narrow(0, start, n).copy_(head.Back(r.grad));
     }
-    ctx->save_for_backward({hidden, lm_head, labels, weights});
-    ctx->saved_data["chunk_rows"] = chunk_rows;
+    ctx->save_for_backward({grad_hidden});
     ctx->mark_non_differentiable({argmax});
     return {total, argmax};
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
-    const auto saved = ctx->get_saved_variables();
-    const auto &hidden = saved[0], &lm_head = saved[1], &labels = saved[2], &weights = saved[3];
-    const std::int64_t chunk_rows = ctx->saved_data["chunk_rows"].toInt();
+    const auto grad_hidden = ctx->get_saved_variables()[0];
+    TORCH_CHECK(grad_hidden.defined(), "ChunkedBlockLoss: backward of a loss computed without its gradient");
     const auto grad_out = grad_outputs[0].to(torch::kFloat);  // scalar
-    const HeadProduct head(lm_head, hidden.scalar_type());
-    const std::int64_t rows = hidden.size(0);
-    auto grad_hidden = torch::empty_like(hidden);
-    for (std::int64_t start = 0; start < rows; start += chunk_rows) {
-      const std::int64_t n = std::min(chunk_rows, rows - start);
-      const Chunk t = ChunkTargets(labels.narrow(0, start, n), weights.narrow(0, start, n));
-      auto grad_logits = torch::softmax(head.Logits(hidden.narrow(0, start, n)), -1);
-      grad_logits.scatter_add_(1, t.safe.unsqueeze(1), -t.valid.to(torch::kFloat).unsqueeze(1));
-      // Zero-weight rows are zeroed outright (softmax of non-finite logits would otherwise leak NaN).
-      const auto scale = (t.weight * grad_out).unsqueeze(1);
-      grad_logits.mul_(scale).masked_fill_(scale == 0, 0.0);
-      grad_hidden.narrow(0, start, n).copy_(head.Back(grad_logits));
-    }
-    return {grad_hidden, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {grad_hidden * grad_out.to(grad_hidden.scalar_type()), torch::Tensor(), torch::Tensor(), torch::Tensor(),
+            torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
 
 BlockLossResult ChunkedBlockLoss(const torch::Tensor& hidden, const torch::Tensor& lm_head,
-                                 const torch::Tensor& labels, const torch::Tensor& weights, std::int64_t chunk_rows) {
+                                 const torch::Tensor& labels, const torch::Tensor& weights, std::int64_t chunk_rows,
+                                 DrafterOps* ops) {
   TORCH_CHECK(hidden.dim() == 2 && lm_head.dim() == 2 && hidden.size(1) == lm_head.size(1),
               "ChunkedBlockLoss: hidden ", hidden.sizes(), " and lm_head ", lm_head.sizes(),
               " must be [rows, H] and [vocab, H]");
@@ -111,7 +97,9 @@ BlockLossResult ChunkedBlockLoss(const torch::Tensor& hidden, const torch::Tenso
   const std::int64_t vocab = lm_head.size(0);
   TORCH_CHECK(((labels == kIgnore) | ((labels >= 0) & (labels < vocab))).all().item<bool>(),
               "ChunkedBlockLoss: a label is outside [0, ", vocab, ") and not -100");
-  auto out = ChunkedCrossEntropy::apply(hidden, lm_head, labels, weights, chunk_rows);
+  const bool with_grad = torch::GradMode::is_enabled() && hidden.requires_grad();
+  auto out = ChunkedCrossEntropy::apply(hidden, lm_head, labels, weights, chunk_rows, with_grad,
+                                        reinterpret_cast<std::int64_t>(ops));
   return {out[0], out[1]};
 }
 

@@ -41,4 +41,26 @@ torch::Tensor DeviceRoutedOps::GatedDeltaRule(const torch::Tensor& q, const torc
   return For(q, "gated delta rule").GatedDeltaRule(q, k, v, a, b, A_log, dt_bias, cu_seqlens);
 }
 
+torch::Tensor DeviceRoutedOps::RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps,
+                                       nn::NormKind kind) {
+  return For(x, "rms norm").RmsNorm(x, weight, eps, kind);
+}
+
+std::pair<torch::Tensor, torch::Tensor> DeviceRoutedOps::AddRmsNorm(const torch::Tensor& h, const torch::Tensor& delta,
+                                                                    const torch::Tensor& weight, double eps,
+                                                                    nn::NormKind kind) {
+  return For(h, "residual add + rms norm").AddRmsNorm(h, delta, weight, eps, kind);
+}
+
+torch::Tensor DeviceRoutedOps::GatedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight,
+                                            const torch::Tensor& gate, double eps) {
+  return For(x, "gated rms norm").GatedRmsNorm(x, weight, gate, eps);
+}
+
+CrossEntropyRows DeviceRoutedOps::CrossEntropy(const torch::Tensor& logits, const torch::Tensor& labels,
+                                               const torch::Tensor& weights, double grad_scale, bool with_grad,
+                                               torch::Dtype grad_dtype) {
+  return For(logits, "cross-entropy").CrossEntropy(logits, labels, weights, grad_scale, with_grad, grad_dtype);
+}
+
 }  // namespace dflash::trainer

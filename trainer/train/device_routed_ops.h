@@ -25,6 +25,14 @@ class DeviceRoutedOps final : public Ops {
   torch::Tensor GatedDeltaRule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& A_log,
                                const torch::Tensor& dt_bias, const torch::Tensor& cu_seqlens) override;
+  torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps, nn::NormKind kind) override;
+  std::pair<torch::Tensor, torch::Tensor> AddRmsNorm(const torch::Tensor& h, const torch::Tensor& delta,
+                                                     const torch::Tensor& weight, double eps,
+                                                     nn::NormKind kind) override;
+  torch::Tensor GatedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& gate,
+                             double eps) override;
+  CrossEntropyRows CrossEntropy(const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& weights,
+                                double grad_scale, bool with_grad, torch::Dtype grad_dtype) override;
 
  private:
   Ops& For(const torch::Tensor& input, const char* operation);

@@ -84,7 +84,7 @@ Result<RowResult> TrainRow(const data::Row& row, const TargetModel& target, cons
   const torch::Tensor hidden = drafter.Forward(features, block_tokens, block_positions, context_positions, mask,
                                                embed, options.compute_dtype, ops);
   DFLASH_RETURN_IF_ERROR(mark(StepPhase::kDrafterForward));
-  BlockLossResult loss = ChunkedBlockLoss(hidden, lm_head, labels, weights, options.loss_chunk_rows);
+  BlockLossResult loss = ChunkedBlockLoss(hidden, lm_head, labels, weights, options.loss_chunk_rows, &ops);
   DFLASH_RETURN_IF_ERROR(mark(StepPhase::kLoss));
   if (options.backward && targets.weight_sum > 0) loss.weighted_ce_sum.backward();
   DFLASH_RETURN_IF_ERROR(mark(StepPhase::kBackward));
