@@ -1,7 +1,7 @@
 // Every registered family's embedded sources (what NVRTC compiles and what the tuning key hashes) are closed under
 // their includes, so a header a kernel includes from kernels/common/ is embedded into that family; and the family's
-// tuning and artifact keys change with every byte of the shared PTX header (kernels/common/ptx.cuh), so a winner
-// tuned with other wrappers is a miss.
+// tuning and artifact keys change with every byte of the shared PTX headers (kernels/common/ptx.cuh, cluster.cuh), so
+// a winner tuned with other wrappers is a miss.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -79,14 +79,15 @@ TEST(FamilySources, EveryQuotedIncludeOfAFamilysSourcesIsEmbeddedInThatFamily) {
   }
 }
 
-TEST(FamilySources, TheAttentionAndGdnKeysCoverEveryByteOfTheSharedPtxHeader) {
+// The families that embed each shared header of kernels/common/: their keys must cover every byte of it.
+void ExpectKeysCoverEveryByteOf(std::string_view header, int families_embedding_it, std::string_view which) {
   int covered = 0;
   for (const tuner::KernelFamily* family : AllFamilies()) {
-    if (!Embeds(*family, "ptx.cuh")) continue;
+    if (!Embeds(*family, header)) continue;
     ++covered;
     std::string text;
     for (const EmbeddedFile& f : family->sources())
-      if (std::string_view(f.name) == "ptx.cuh") text = f.text();
+      if (std::string_view(f.name) == header) text = f.text();
     // The sources' part of both keys does not depend on the bucket or the config: any of each will do.
     const tuner::Problem bucket = tuner::Problem::object();
     const tuner::Config config = tuner::EnumerateSpace(*family).front();
@@ -95,13 +96,19 @@ TEST(FamilySources, TheAttentionAndGdnKeysCoverEveryByteOfTheSharedPtxHeader) {
     for (std::size_t at : {std::size_t{0}, text.size() / 2, text.size() - 1}) {
       std::string edited = text;
       edited[at] = edited[at] == ' ' ? '\t' : ' ';
-      const EditedSourceFamily other(*family, "ptx.cuh", edited);
-      EXPECT_NE(tuner::MakeTuningKey(other, bucket, "sm_90").source_hash, tuning) << family->name() << " byte " << at;
+      const EditedSourceFamily other(*family, header, edited);
+      EXPECT_NE(tuner::MakeTuningKey(other, bucket, "sm_90").source_hash, tuning)
+          << family->name() << " " << header << " byte " << at;
       EXPECT_NE(tuner::MakeArtifactKey(other, config, bucket, "sm_90").source_hash, artifact)
-          << family->name() << " byte " << at;
+          << family->name() << " " << header << " byte " << at;
     }
   }
-  EXPECT_EQ(covered, 3) << "attention_fwd, attention_bwd and gdn include kernels/common/ptx.cuh";
+  EXPECT_EQ(covered, families_embedding_it) << which << " include kernels/common/" << header;
+}
+
+TEST(FamilySources, TheKeysOfEveryFamilyCoverEveryByteOfTheSharedPtxHeaders) {
+  ExpectKeysCoverEveryByteOf("ptx.cuh", 4, "attention_fwd, attention_bwd, gdn and xent");
+  ExpectKeysCoverEveryByteOf("cluster.cuh", 1, "xent");
 }
 
 }  // namespace
