@@ -5,12 +5,14 @@
 #include "kernels/attention/attention_family.h"
 #include "kernels/conv1d/conv1d_family.h"
 #include "kernels/gdn/gdn_family.h"
+#include "kernels/rmsnorm/rmsnorm_family.h"
 
 namespace dflash::kernels {
 
 std::span<const tuner::KernelFamily* const> AllFamilies() {
-  static const std::array<const tuner::KernelFamily*, 4> kFamilies = {
-      &conv1d::Family(), &gdn::ChunkedForwardFamily(), &attention::ForwardFamily(), &attention::BackwardFamily()};
+  static const std::array<const tuner::KernelFamily*, 5> kFamilies = {
+      &conv1d::Family(), &gdn::ChunkedForwardFamily(), &attention::ForwardFamily(), &attention::BackwardFamily(),
+      &rmsnorm::Family()};
   return kFamilies;
 }
 
