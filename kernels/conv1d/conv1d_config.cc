@@ -1,6 +1,6 @@
 #include "kernels/conv1d/conv1d_config.h"
 
-#include <algorithm>
+#include "kernels/common/space_check.h"
 
 namespace dflash::conv1d {
 namespace {
@@ -19,13 +19,8 @@ std::vector<tuner::TunableParam> Params() {
 }
 
 std::string GeometryInvalidReason(const tuner::Config& config, Layout layout) {
-  for (const auto& p : Params()) {
-    auto it = config.find(p.name);
-    if (it == config.end()) return "missing parameter " + p.name;
-    if (std::find(p.values.begin(), p.values.end(), it->second) == p.values.end())
-      return p.name + "=" + Str(it->second) + " is not a value of the space";
-  }
-  if (config.size() != Params().size()) return "unknown parameter in config " + tuner::ConfigLabel(config);
+  const std::string not_in_space = kernels::NotInSpaceReason(Params(), config);
+  if (!not_in_space.empty()) return not_in_space;
   const std::int64_t block_c = config.at("block_c"), vec = config.at("vec"), tpt = config.at("tpt"),
                      threads = config.at("threads");
   if (layout == Layout::kTokenMajor) {

@@ -1,7 +1,7 @@
 // Every registered family's embedded sources (what NVRTC compiles and what the tuning key hashes) are closed under
-// their includes, so a header a kernel includes from kernels/common/ is embedded into that family; and the family's
-// tuning and artifact keys change with every byte of the shared PTX headers (kernels/common/ptx.cuh, cluster.cuh), so
-// a winner tuned with other wrappers is a miss.
+// their includes, so a header a kernel includes from kernels/common/ is embedded into that family, and include no
+// host header; and the family's tuning and artifact keys change with every byte of the shared PTX headers
+// (kernels/common/ptx.cuh, cluster.cuh), so a winner tuned with other wrappers is a miss.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -76,6 +76,20 @@ TEST(FamilySources, EveryQuotedIncludeOfAFamilysSourcesIsEmbeddedInThatFamily) {
       for (const std::string& inc : QuotedIncludes(f.text()))
         EXPECT_TRUE(names.count(inc)) << family->name() << ": " << f.name << " includes \"" << inc
                                       << "\", which the family does not embed (its CMakeLists' embed list)";
+  }
+}
+
+TEST(FamilySources, NoFamilysSourcesIncludeAHostHeader) {
+  // NVRTC compiles the sources without the host's headers: a system include other than cuda_bf16.h (which NVRTC's
+  // include path provides) would fail at run time on a machine without it.
+  for (const tuner::KernelFamily* family : AllFamilies()) {
+    for (const EmbeddedFile& f : family->sources()) {
+      const std::string_view text = f.text();
+      for (std::size_t at = text.find("#include <"); at != std::string_view::npos; at = text.find("#include <", at + 1)) {
+        const std::string_view line = text.substr(at, text.find('\n', at) - at);
+        EXPECT_EQ(line, "#include <cuda_bf16.h>") << family->name() << ": " << f.name;
+      }
+    }
   }
 }
 

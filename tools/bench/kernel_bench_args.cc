@@ -5,7 +5,7 @@
 namespace dflash::bench {
 
 void AddBenchOptions(CLI::App& app, BenchArgs& a) {
-  app.add_option("--family", a.family, "Kernel family: attention_fwd, attention_bwd, gdn, conv1d (see "
+  app.add_option("--family", a.family, "Kernel family: attention_fwd, attention_bwd, gdn, conv1d, rmsnorm (see "
                                        "`dflash-tune families`)")
       ->required();
   app.add_option("--problem", a.problem_json,

@@ -1,0 +1,44 @@
+#include "kernels/rmsnorm/reference.h"
+
+#include <cmath>
+
+namespace dflash::rmsnorm {
+namespace {
+
+double Value(std::uint16_t bf16) { return static_cast<double>(Bf16ToFloat(bf16)); }
+
+}  // namespace
+
+std::uint16_t ResidualSum(std::uint16_t x, std::uint16_t r) { return FloatToBf16(Bf16ToFloat(x) + Bf16ToFloat(r)); }
+
+ReferenceOutput ReferenceRmsNorm(const ReferenceInput& in) {
+  const std::int64_t R = in.rows, C = in.cols;
+  const bool residual = !in.residual.empty();
+  ReferenceOutput o;
+  o.out.resize(static_cast<std::size_t>(R * C));
+  if (residual) o.sum.resize(static_cast<std::size_t>(R * C));
+  std::vector<std::uint16_t> s(static_cast<std::size_t>(C));
+  for (std::int64_t i = 0; i < R; ++i) {
+    double squares = 0.0;
+    for (std::int64_t c = 0; c < C; ++c) {
+      const std::uint16_t x = in.x[static_cast<std::size_t>(i * in.x_stride + c)];
+      s[c] = residual ? ResidualSum(x, in.residual[static_cast<std::size_t>(i * in.residual_stride + c)]) : x;
+      squares += Value(s[c]) * Value(s[c]);
+    }
+    const double inv_rms = 1.0 / std::sqrt(squares / static_cast<double>(C) + static_cast<double>(in.eps));
+    for (std::int64_t c = 0; c < C; ++c) {
+      const double w = in.weight_fp32.empty() ? Value(in.weight_bf16[c]) : static_cast<double>(in.weight_fp32[c]);
+      double y = Value(s[c]) * inv_rms * (in.kind == Kind::kZeroCentred ? 1.0 + w : w);
+      if (!in.gate.empty()) {
+        const double z = Value(in.gate[static_cast<std::size_t>(i * in.gate_stride + c)]);
+        y *= z / (1.0 + std::exp(-z));
+      }
+      const std::size_t at = static_cast<std::size_t>(i * C + c);
+      o.out[at] = y;
+      if (residual) o.sum[at] = s[c];
+    }
+  }
+  return o;
+}
+
+}  // namespace dflash::rmsnorm

@@ -1,0 +1,156 @@
+#include "kernels/rmsnorm/rmsnorm_api.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/rmsnorm/rmsnorm_config.h"
+#include "kernels/rmsnorm/rmsnorm_params.h"
+#include "tuner/gpu_runtime.h"
+
+namespace dflash::rmsnorm {
+namespace {
+
+Status Invalid(const std::string& what) { return InvalidArgument("rmsnorm launch: " + what); }
+
+constexpr std::int64_t kRowAlignBytes = 16;
+
+// The bytes a tensor occupies: `rows` runs of `row_bytes` bytes, `stride_bytes` apart.
+struct Footprint {
+  const char* name;
+  std::int64_t base;
+  std::int64_t rows;
+  std::int64_t row_bytes;
+  std::int64_t stride_bytes;
+};
+
+// Floor of a / b for b > 0.
+std::int64_t FloorDiv(std::int64_t a, std::int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// True when the two footprints share a byte: exact for equal strides (row i of a meets row j of b iff
+// d - wa < (i - j) * stride < d + wb, d = b.base - a.base), by address range otherwise.
+bool Overlap(const Footprint& a, const Footprint& b) {
+  if (a.rows == 0 || b.rows == 0) return false;
+  const std::int64_t a_end = a.base + (a.rows - 1) * a.stride_bytes + a.row_bytes;
+  const std::int64_t b_end = b.base + (b.rows - 1) * b.stride_bytes + b.row_bytes;
+  if (a_end <= b.base || b_end <= a.base) return false;
+  if (a.stride_bytes != b.stride_bytes) return true;
+  const std::int64_t s = a.stride_bytes, d = b.base - a.base;
+  // The smallest k = i - j with k * s > d - a.row_bytes, within i - j in [-(b.rows - 1), a.rows - 1].
+  std::int64_t k = FloorDiv(d - a.row_bytes, s) + 1;
+  if (k < -(b.rows - 1)) k = -(b.rows - 1);
+  return k <= a.rows - 1 && k * s < d + b.row_bytes;
+}
+
+Status CheckTensor(const char* name, CUdeviceptr ptr, std::int64_t stride, std::int64_t cols) {
+  if (ptr % kRowAlignBytes != 0)
+    return Invalid(std::string(name) + " must be 16-byte aligned (rows are read and written as 16-byte vectors)");
+  if (stride < cols || stride % kColsMultiple != 0)
+    return Invalid(std::string(name) + "_stride=" + std::to_string(stride) + " must be >= cols=" +
+                   std::to_string(cols) + " and a multiple of 8 elements (16-byte aligned rows)");
+  return Status::Ok();
+}
+
+Footprint RowsOf(const char* name, CUdeviceptr ptr, std::int64_t stride, const RmsNormArgs& a) {
+  return {name, static_cast<std::int64_t>(ptr), a.rows, 2 * a.cols, 2 * stride};
+}
+
+}  // namespace
+
+RmsNormArgs RmsNormArgs::Contiguous(CUdeviceptr x, CUdeviceptr weight, CUdeviceptr out, std::int64_t rows,
+                                    std::int64_t cols, Kind kind, WeightDtype weight_dtype, float eps) {
+  RmsNormArgs a;
+  a.x = x;
+  a.weight = weight;
+  a.out = out;
+  a.x_stride = a.out_stride = cols;
+  a.rows = rows;
+  a.cols = cols;
+  a.kind = kind;
+  a.weight_dtype = weight_dtype;
+  a.eps = eps;
+  return a;
+}
+
+ProblemSpec ProblemOf(const RmsNormArgs& args) {
+  return ProblemSpec{args.rows, args.cols, args.kind, args.residual != 0, args.gate != 0, args.weight_dtype};
+}
+
+Status CheckRmsNormArgs(const RmsNormArgs& a) {
+  if (a.x == 0 || a.weight == 0 || a.out == 0) return Invalid("x, weight and out must be non-null device pointers");
+  if (a.sum_out != 0 && a.residual == 0) return Invalid("sum_out is given without a residual (it holds x + residual)");
+  if (a.rows < 0 || a.rows > kMaxRows)
+    return Invalid("rows=" + std::to_string(a.rows) + " outside [0, " + std::to_string(kMaxRows) + "]");
+  if (a.cols < kColsMultiple || a.cols > kMaxCols || a.cols % kColsMultiple != 0)
+    return Invalid("cols=" + std::to_string(a.cols) + " must be a multiple of 8 in [8, " + std::to_string(kMaxCols) +
+                   "]");
+  if (!std::isfinite(a.eps) || a.eps < 0.0f) return Invalid("eps=" + std::to_string(a.eps) + " must be finite and >= 0");
+  DFLASH_RETURN_IF_ERROR(CheckTensor("x", a.x, a.x_stride, a.cols));
+  DFLASH_RETURN_IF_ERROR(CheckTensor("out", a.out, a.out_stride, a.cols));
+  if (a.residual != 0) DFLASH_RETURN_IF_ERROR(CheckTensor("residual", a.residual, a.residual_stride, a.cols));
+  if (a.gate != 0) DFLASH_RETURN_IF_ERROR(CheckTensor("gate", a.gate, a.gate_stride, a.cols));
+  if (a.sum_out != 0) DFLASH_RETURN_IF_ERROR(CheckTensor("sum_out", a.sum_out, a.sum_out_stride, a.cols));
+  if (a.weight % kRowAlignBytes != 0) return Invalid("weight must be 16-byte aligned (read as 16-byte vectors)");
+
+  const std::int64_t weight_bytes = a.cols * (a.weight_dtype == WeightDtype::kFp32 ? 4 : 2);
+  const Footprint out = RowsOf("out", a.out, a.out_stride, a);
+  const Footprint sum = RowsOf("sum_out", a.sum_out, a.sum_out_stride, a);
+  const bool sum_in_place = a.sum_out != 0 && a.sum_out == a.residual && a.sum_out_stride == a.residual_stride;
+  std::vector<Footprint> inputs = {RowsOf("x", a.x, a.x_stride, a),
+                                   {"weight", static_cast<std::int64_t>(a.weight), 1, weight_bytes, weight_bytes}};
+  if (a.gate != 0) inputs.push_back(RowsOf("gate", a.gate, a.gate_stride, a));
+  if (a.residual != 0) inputs.push_back(RowsOf("residual", a.residual, a.residual_stride, a));
+  for (const Footprint* o : {&out, &sum}) {
+    if (o->base == 0) continue;
+    for (const Footprint& in : inputs) {
+      if (o == &sum && sum_in_place && std::string(in.name) == "residual") continue;
+      if (Overlap(*o, in))
+        return Invalid(std::string(o->name) + " overlaps " + in.name +
+                       (o == &sum && std::string(in.name) == "residual"
+                            ? " (sum_out may only be the residual itself: same pointer and stride)"
+                            : " (outputs may not overlap inputs or each other)"));
+    }
+  }
+  if (a.sum_out != 0 && Overlap(out, sum)) return Invalid("out overlaps sum_out");
+  return Status::Ok();
+}
+
+Status LaunchRmsNorm(const tuner::LoadedVariant& winner, const RmsNormArgs& args, CUstream stream) {
+  DFLASH_RETURN_IF_ERROR(CheckRmsNormArgs(args));
+  Result<Geometry> g = GeometryOf(winner.config);
+  if (!g.ok()) return Invalid("variant " + winner.label + ": " + g.status().message());
+  const ProblemSpec spec = ProblemOf(args);
+  const std::string expr = KernelNameExpression(*g, spec);
+  auto it = winner.functions.find(expr);
+  if (it == winner.functions.end()) {
+    std::string held;
+    for (const auto& [name, f] : winner.functions) held += (held.empty() ? "" : ", ") + name;
+    return Invalid("variant " + winner.label + " holds no rmsnorm kernel for " + ToJson(spec).dump() + " (wants " +
+                   expr + ", holds " + (held.empty() ? "nothing" : held) + ")");
+  }
+  if (args.rows == 0) return Status::Ok();
+
+  dflash_rmsnorm::RmsNormParams p{};
+  p.x = args.x;
+  p.residual = args.residual;
+  p.gate = args.gate;
+  p.weight = args.weight;
+  p.sum_out = args.sum_out;
+  p.out = args.out;
+  p.x_stride = args.x_stride;
+  p.residual_stride = args.residual_stride;
+  p.gate_stride = args.gate_stride;
+  p.sum_out_stride = args.sum_out_stride;
+  p.out_stride = args.out_stride;
+  p.rows = static_cast<int>(args.rows);
+  p.eps = args.eps;
+
+  gpu::Dim3 grid;
+  grid.x = static_cast<unsigned>((args.rows + g->rows_per_block - 1) / g->rows_per_block);
+  gpu::Dim3 block;
+  block.x = static_cast<unsigned>(g->threads);
+  void* kernel_args[] = {&p};
+  return gpu::Launch(it->second, grid, block, 0, stream, kernel_args, winner.label);
+}
+
+}  // namespace dflash::rmsnorm
