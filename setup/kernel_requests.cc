@@ -6,6 +6,8 @@
 #include "kernels/attention/attention_params.cuh"
 #include "kernels/conv1d/conv1d_family.h"
 #include "kernels/gdn/gdn_family.h"
+#include "kernels/rmsnorm/rmsnorm_family.h"
+#include "kernels/xent/xent_family.h"
 
 namespace dflash::setup {
 
@@ -15,6 +17,8 @@ const char* OpName(OpKind op) {
     case OpKind::kCausalAttention: return "causal_attention";
     case OpKind::kConv1d: return "conv1d";
     case OpKind::kGatedDeltaRule: return "gated_delta_rule";
+    case OpKind::kRmsNorm: return "rms_norm";
+    case OpKind::kCrossEntropy: return "cross_entropy";
   }
   return "unknown";
 }
@@ -26,7 +30,9 @@ OpShape::Key OpShape::key() const {
   return {static_cast<std::int64_t>(op), a.mask, a.batch, a.heads_q, a.heads_kv, a.head_dim, a.seq_q, a.seq_kv,
           a.num_docs, a.block_size, a.ctx_len, a.window, a.doc_bound, conv1d.tokens, conv1d.channels,
           conv1d.num_seqs, static_cast<std::int64_t>(conv1d.layout), gdn.heads, gdn.value_heads, gdn.tokens,
-          gdn.num_seqs, gdn.initial_state, gdn.final_state};
+          gdn.num_seqs, gdn.initial_state, gdn.final_state, rmsnorm.rows, rmsnorm.cols,
+          static_cast<std::int64_t>(rmsnorm.kind), rmsnorm.residual, rmsnorm.gate,
+          static_cast<std::int64_t>(rmsnorm.weight), xent.rows, xent.vocab, xent.grad, 0, 0};
 }
 
 OpShape OpShape::DraftAttention(std::int64_t context_len, std::int64_t num_blocks, std::int64_t block_size,
@@ -86,6 +92,21 @@ OpShape OpShape::GatedDeltaRule(std::int64_t tokens, int heads, int value_heads,
   return s;
 }
 
+OpShape OpShape::RmsNorm(std::int64_t rows, std::int64_t cols, rmsnorm::Kind kind, bool residual, bool gate,
+                         rmsnorm::WeightDtype weight) {
+  OpShape s;
+  s.op = OpKind::kRmsNorm;
+  s.rmsnorm = {rows, cols, kind, residual, gate, weight};
+  return s;
+}
+
+OpShape OpShape::CrossEntropy(std::int64_t rows, std::int64_t vocab) {
+  OpShape s;
+  s.op = OpKind::kCrossEntropy;
+  s.xent = {rows, vocab, /*grad=*/true};
+  return s;
+}
+
 namespace {
 // True when the shape is a packed row's (several documents), which the provenance table and errors say.
 bool PackedRows(const OpShape& shape) {
@@ -94,6 +115,8 @@ bool PackedRows(const OpShape& shape) {
     case OpKind::kCausalAttention: return shape.attention.mask == dflash_attn::kMaskDocCausal;
     case OpKind::kConv1d: return shape.conv1d.num_seqs > 1;
     case OpKind::kGatedDeltaRule: return shape.gdn.num_seqs > 1;
+    case OpKind::kRmsNorm:
+    case OpKind::kCrossEntropy: return false;  // row-wise: one key for padded and packed rows
   }
   return false;
 }
@@ -111,6 +134,13 @@ std::vector<KernelRequest> KernelRequestsFor(const OpShape& shape) {
       return {{op, &conv1d::Family(), conv1d::ToJson(shape.conv1d)}};
     case OpKind::kGatedDeltaRule:
       return {{op, &gdn::ChunkedForwardFamily(), gdn::ToJson(shape.gdn)}};
+    case OpKind::kRmsNorm: {
+      const rmsnorm::ProblemSpec& r = shape.rmsnorm;
+      const std::string what = r.gate ? " (gated)" : r.residual ? " (residual add)" : "";
+      return {{op + what + " " + std::to_string(r.cols), &rmsnorm::Family(), rmsnorm::ToJson(r)}};
+    }
+    case OpKind::kCrossEntropy:
+      return {{op, &xent::Family(), xent::ToJson(shape.xent)}};
   }
   return {};
 }

@@ -13,12 +13,15 @@
 #include "kernels/attention/attention_problem.h"
 #include "kernels/conv1d/conv1d_problem.h"
 #include "kernels/gdn/gdn_problem.h"
+#include "kernels/rmsnorm/rmsnorm_problem.h"
+#include "kernels/xent/xent_problem.h"
 #include "tuner/kernel_family.h"
 
 namespace dflash::setup {
 
-enum class OpKind { kDraftAttention, kCausalAttention, kConv1d, kGatedDeltaRule };
-const char* OpName(OpKind op);  // "draft_attention", "causal_attention", "conv1d", "gated_delta_rule"
+enum class OpKind { kDraftAttention, kCausalAttention, kConv1d, kGatedDeltaRule, kRmsNorm, kCrossEntropy };
+// "draft_attention", "causal_attention", "conv1d", "gated_delta_rule", "rms_norm", "cross_entropy"
+const char* OpName(OpKind op);
 
 // Packed rows hold a different number of documents each. Their problems (doc-causal attention, conv1d, gated delta
 // rule) are looked up under one key, tuned at kMinPackedDocs documents, whatever the row's count: every kernel
@@ -32,9 +35,11 @@ struct OpShape {
   attention::ProblemSpec attention;  // draft / causal attention: the launched problem (batch 1)
   conv1d::ProblemSpec conv1d;
   gdn::ProblemSpec gdn;
+  rmsnorm::ProblemSpec rmsnorm;
+  xent::ProblemSpec xent;
 
   // Every field as numbers: equal keys are equal shapes (a map key for callers that resolve each shape once).
-  using Key = std::array<std::int64_t, 23>;
+  using Key = std::array<std::int64_t, 34>;
   Key key() const;
 
   // Drafter attention over S context rows and N blocks of B rows; window 0 = the full mask. `packed_rows`: the
@@ -51,6 +56,11 @@ struct OpShape {
   static OpShape Conv1d(std::int64_t tokens, std::int64_t channels, std::int64_t num_docs);
   // Gated delta rule over T tokens of `num_docs` documents (KeyDocCount), no initial and no final state.
   static OpShape GatedDeltaRule(std::int64_t tokens, int heads, int value_heads, std::int64_t num_docs);
+  // RMS norm of `rows` rows of `cols` (TargetOps::RmsNorm, AddRmsNorm with `residual`, GatedRmsNorm with `gate`).
+  static OpShape RmsNorm(std::int64_t rows, std::int64_t cols, rmsnorm::Kind kind, bool residual, bool gate,
+                         rmsnorm::WeightDtype weight);
+  // The loss's row-wise pass over `rows` rows of `vocab` logits, with the logits' gradient (DrafterOps::CrossEntropy).
+  static OpShape CrossEntropy(std::int64_t rows, std::int64_t vocab);
 };
 
 struct KernelRequest {
@@ -60,7 +70,7 @@ struct KernelRequest {
 };
 
 // The kernels `shape` launches: draft attention -> attention_fwd and attention_bwd; causal attention ->
-// attention_fwd; conv1d -> conv1d; gated delta rule -> gdn.
+// attention_fwd; conv1d -> conv1d; gated delta rule -> gdn; rms norm -> rmsnorm; cross-entropy -> xent.
 std::vector<KernelRequest> KernelRequestsFor(const OpShape& shape);
 // The requests of every shape, in order (repeats kept: CachedKernelOps::Prepare reports each key once).
 std::vector<KernelRequest> KernelRequestsFor(const std::vector<OpShape>& shapes);

@@ -82,7 +82,7 @@ Result<TrainingSetup> SetupFromConfigFile(const std::filesystem::path& file) {
   }
   std::int64_t batch_size = 1;
   for (auto [name, field] : {std::pair{"max_length", &s.max_length}, {"batch_size", &batch_size},
-                             {"num_anchors", &s.num_anchors}}) {
+                             {"num_anchors", &s.num_anchors}, {"loss_chunk_rows", &s.loss_chunk_rows}}) {
     if (!j.contains(name)) continue;
     if (!j[name].is_number_integer() || j[name].get<std::int64_t>() < 1) {
       return InvalidArgument(file.string() + ": \"" + name + "\" must be a positive integer");

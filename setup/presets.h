@@ -5,7 +5,8 @@
 // embedded in the binary and parsed like any other config (model_config.h); the benchmarks read the same files.
 // Config file: {"target_config": "path/config.json", "drafter_config": "path/config.json" (optional),
 //               "max_length": 4096, "batch_size": 1 (accepted; dflash-train runs the kernels one row at a time,
-//               so it changes no key), "num_anchors": 512, "rows": "both" (default) | "pad" | "pack"}
+//               so it changes no key), "num_anchors": 512, "loss_chunk_rows": 2048 (dflash-train's
+//               --loss-chunk-rows), "rows": "both" (default) | "pad" | "pack"}
 // (paths relative to the file). "rows" picks the row layouts of `dflash-train --rows` to warm; presets warm both.
 // Who may call: dflash-tune, dflash-train's tiny preset, tests. Thread-safety: pure functions.
 #pragma once

@@ -1,5 +1,6 @@
 #include "setup/training_setup.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -39,6 +40,35 @@ void AddDrafterShapes(const TrainingSetup& s, bool packed, std::vector<OpShape>&
   }
 }
 
+// The target's norms (target_layers.cc): input / post-attention norms over [T, hidden] (layer 0's input norm has no
+// residual add before it, every other one fuses the add), the attention's q / k norms over [T * heads, head_dim],
+// the delta net's gated norm over [T * value_heads, value_head_dim]. Weights in the activation dtype (bf16).
+void AddTargetNormShapes(const TrainingSetup& s, std::vector<OpShape>& shapes) {
+  const TargetConfig& t = s.target;
+  const auto kind = t.arch == TargetArch::kQwen3_5Hybrid ? rmsnorm::Kind::kZeroCentred : rmsnorm::Kind::kStandard;
+  const auto bf16 = rmsnorm::WeightDtype::kBf16;
+  const std::int64_t tokens = s.max_length;
+  shapes.push_back(OpShape::RmsNorm(tokens, t.hidden_size, kind, false, false, bf16));
+  shapes.push_back(OpShape::RmsNorm(tokens, t.hidden_size, kind, true, false, bf16));
+  shapes.push_back(OpShape::RmsNorm(tokens * t.num_attention_heads, t.head_dim, kind, false, false, bf16));
+  shapes.push_back(OpShape::RmsNorm(tokens * t.num_key_value_heads, t.head_dim, kind, false, false, bf16));
+  if (t.arch == TargetArch::kQwen3_5Hybrid) {
+    shapes.push_back(OpShape::RmsNorm(tokens * t.linear_num_value_heads, t.linear_value_head_dim,
+                                      rmsnorm::Kind::kStandard, false, true, bf16));
+  }
+}
+
+// The loss's chunks (train/block_loss.cc): rows of num_anchors * block_size in chunks of loss_chunk_rows. The xent
+// kernels read whole 16-byte vectors of a row: a vocabulary that is not a multiple of 4 runs LibTorch's pass instead
+// (CachedKernelOps::CrossEntropy), so it has no key.
+void AddLossShapes(const TrainingSetup& s, std::vector<OpShape>& shapes) {
+  if (!s.drafter || s.loss_chunk_rows < 1 || s.target.vocab_size % 4 != 0) return;
+  const std::int64_t rows = s.num_anchors * s.drafter->block_size;
+  const std::int64_t full = std::min(rows, s.loss_chunk_rows), last = rows % s.loss_chunk_rows;
+  if (full > 0) shapes.push_back(OpShape::CrossEntropy(full, s.target.vocab_size));
+  if (last > 0 && last != full) shapes.push_back(OpShape::CrossEntropy(last, s.target.vocab_size));
+}
+
 }  // namespace
 
 std::vector<OpShape> OpShapesFor(const TrainingSetup& setup, OpSide side) {
@@ -48,6 +78,8 @@ std::vector<OpShape> OpShapesFor(const TrainingSetup& setup, OpSide side) {
     if (side != OpSide::kDrafter) AddTargetShapes(setup, packed ? kMinPackedDocs : 1, shapes);
     if (side != OpSide::kTarget) AddDrafterShapes(setup, packed, shapes);
   }
+  if (side != OpSide::kDrafter) AddTargetNormShapes(setup, shapes);
+  if (side != OpSide::kTarget) AddLossShapes(setup, shapes);
   return shapes;
 }
 

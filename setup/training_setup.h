@@ -7,6 +7,9 @@
 //     (document-causal for packed rows);
 //   drafter: its attention over max_length context rows and num_anchors blocks, full and/or sliding as its layers
 //     are, forward and backward (the doc_bound variant for packed rows).
+// And once (row-wise, the same for both layouts): the target's norms (the hidden norm without and with the fused
+// residual add, the q / k norms of its attention, the gated norm of its delta nets) and the loss's row-wise pass
+// over the lm_head chunks (a full chunk and the last, shorter one).
 // Who may call: dflash-tune, the trainer, tests. Thread-safety: pure functions over values.
 #pragma once
 
@@ -26,6 +29,7 @@ struct TrainingSetup {
   std::optional<DrafterConfig> drafter;  // none: the target's kernels only
   std::int64_t max_length = 4096;        // tokens per row (every kernel runs on one row: batch 1)
   std::int64_t num_anchors = 512;        // blocks per row
+  std::int64_t loss_chunk_rows = 2048;   // block rows per lm_head chunk of the loss (dflash-train --loss-chunk-rows)
   bool padded_rows = true;               // the keys of padded rows (dflash-train --rows pad)
   bool packed_rows = true;               // the keys of packed rows (dflash-train --rows pack)
 };

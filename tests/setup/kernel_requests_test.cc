@@ -4,6 +4,7 @@
 // before its first step) — checked in both directions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <utility>
@@ -36,6 +37,7 @@ std::set<Key> PresetKeys(const std::string& preset) {
 struct ModelShapes {
   std::int64_t tokens, anchors, window, draft_heads, draft_kv, draft_dim;
   std::int64_t target_heads, target_kv, target_dim, gdn_heads, gdn_value_heads;
+  std::int64_t hidden, vocab;
 };
 
 // The shapes training runs with rows of `tokens` tokens and `anchors` blocks use: padded rows (one document) and
@@ -52,6 +54,20 @@ std::vector<OpShape> RunShapes(const ModelShapes& s, std::int64_t tokens, std::i
     shapes.push_back(OpShape::Conv1d(tokens, channels, d));
     shapes.push_back(
         OpShape::GatedDeltaRule(tokens, static_cast<int>(s.gdn_heads), static_cast<int>(s.gdn_value_heads), d));
+  }
+  // Row-wise, the same for both layouts: the target's (zero-centred) norms over the hidden rows, with and without
+  // the residual add, its q and k norms, the delta net's gated norm (128 values a head); the loss over every block
+  // row (a row always holds the setup's number of blocks, invalid ones padded) in chunks of 2048.
+  const auto zc = rmsnorm::Kind::kZeroCentred;
+  const auto bf16 = rmsnorm::WeightDtype::kBf16;
+  shapes.push_back(OpShape::RmsNorm(tokens, s.hidden, zc, false, false, bf16));
+  shapes.push_back(OpShape::RmsNorm(tokens, s.hidden, zc, true, false, bf16));
+  shapes.push_back(OpShape::RmsNorm(tokens * s.target_heads, s.target_dim, zc, false, false, bf16));
+  shapes.push_back(OpShape::RmsNorm(tokens * s.target_kv, s.target_dim, zc, false, false, bf16));
+  shapes.push_back(OpShape::RmsNorm(tokens * s.gdn_value_heads, 128, rmsnorm::Kind::kStandard, false, true, bf16));
+  const std::int64_t block_rows = s.anchors * 16;
+  for (std::int64_t start = 0; start < block_rows; start += 2048) {
+    shapes.push_back(OpShape::CrossEntropy(std::min<std::int64_t>(2048, block_rows - start), s.vocab));
   }
   return shapes;
 }
@@ -70,14 +86,14 @@ void ExpectSameKeys(const std::set<Key>& got, const std::set<Key>& want) {
 }
 
 TEST(KernelRequests, TinyPresetWarmsEveryKeyTheOpsUse) {
-  const ModelShapes tiny{512, 16, 256, 4, 2, 64, 4, 2, 64, 1, 2};
+  const ModelShapes tiny{512, 16, 256, 4, 2, 64, 4, 2, 64, 1, 2, 256, 1024};
   ExpectSameKeys(RequestKeys(RunShapes(tiny, 512, 16, 3)), PresetKeys("tiny"));
   // A shorter row, fewer valid anchors and more documents fall in the same buckets.
   ExpectSameKeys(RequestKeys(RunShapes(tiny, 300, 12, 8)), PresetKeys("tiny"));
 }
 
 TEST(KernelRequests, Dflash27bPresetWarmsEveryKeyTheOpsUse) {
-  const ModelShapes big{4096, 512, 2048, 32, 8, 128, 24, 4, 256, 16, 48};
+  const ModelShapes big{4096, 512, 2048, 32, 8, 128, 24, 4, 256, 16, 48, 5120, 248320};
   ExpectSameKeys(RequestKeys(RunShapes(big, 4096, 512, 2)), PresetKeys("dflash-27b"));
   ExpectSameKeys(RequestKeys(RunShapes(big, 3000, 300, 5)), PresetKeys("dflash-27b"));
 }

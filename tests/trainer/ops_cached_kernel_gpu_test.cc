@@ -38,6 +38,10 @@ fs::path MakeTempDir() {
 constexpr std::int64_t kContext = 200, kBlocks = 8, kBlock = 16, kWindow = 64, kHq = 4, kHkv = 2, kDraftDim = 128;
 constexpr std::int64_t kTokens = 300, kTargetDim = 64, kChannels = 512, kGdnHeads = 1, kGdnValueHeads = 2;
 
+// The norms' and the loss's sizes (the tiny target's hidden size and vocabulary).
+constexpr std::int64_t kHidden = 256, kLossRows = 96, kVocab = 1024;
+constexpr auto kBf16Weight = rmsnorm::WeightDtype::kBf16;
+
 torch::Tensor CuSeqlens() { return torch::tensor({0, 100, 170, 300}, torch::kInt); }
 
 std::vector<setup::OpShape> TestShapes() {
@@ -48,7 +52,12 @@ std::vector<setup::OpShape> TestShapes() {
           setup::OpShape::CausalAttention(kTokens, 1, kHq, kHkv, kTargetDim),
           setup::OpShape::CausalAttention(kTokens, 3, kHq, kHkv, kTargetDim),
           setup::OpShape::Conv1d(kTokens, kChannels, 3),
-          setup::OpShape::GatedDeltaRule(kTokens, kGdnHeads, kGdnValueHeads, 3)};
+          setup::OpShape::GatedDeltaRule(kTokens, kGdnHeads, kGdnValueHeads, 3),
+          setup::OpShape::RmsNorm(kTokens, kHidden, rmsnorm::Kind::kZeroCentred, false, false, kBf16Weight),
+          setup::OpShape::RmsNorm(kTokens, kHidden, rmsnorm::Kind::kZeroCentred, true, false, kBf16Weight),
+          setup::OpShape::RmsNorm(kTokens * kHq, kTargetDim, rmsnorm::Kind::kZeroCentred, false, false, kBf16Weight),
+          setup::OpShape::RmsNorm(kTokens * kGdnValueHeads, 128, rmsnorm::Kind::kStandard, false, true, kBf16Weight),
+          setup::OpShape::CrossEntropy(kLossRows, kVocab)};
 }
 
 // One tuned cache and one CachedKernelOps for the whole suite (tuning is the slow part).
@@ -245,6 +254,41 @@ TEST_F(CachedKernelOpsGpu, GatedDeltaRuleReadsStridedViewsOfOneTensor) {
               3e-2, 1e-2, "gdn (strided q, k, v)");
 }
 
+TEST_F(CachedKernelOpsGpu, NormsMatchTheReference) {
+  const auto kind = nn::NormKind::kZeroCentred;
+  const auto h = Randn({kTokens, kHidden}), delta = Randn({kTokens, kHidden});
+  const auto w = Randn({kHidden}, 0.1);
+  ExpectClose(ops().RmsNorm(h, w, 1e-6, kind), reference_->RmsNorm(h, w, 1e-6, kind), 1e-2, 1e-2, "rms norm");
+  const auto [sum, normed] = ops().AddRmsNorm(h, delta, w, 1e-6, kind);
+  const auto [ref_sum, ref_normed] = reference_->AddRmsNorm(h, delta, w, 1e-6, kind);
+  EXPECT_TRUE(torch::equal(sum, ref_sum)) << "the residual sum is the bf16 sum";
+  ExpectClose(normed, ref_normed, 1e-2, 1e-2, "residual add + rms norm");
+  // A strided view, as the target's q: per head the first half of [query | gate].
+  const auto qg = Randn({kTokens, kHq, 2 * kTargetDim});
+  const auto q = qg.narrow(2, 0, kTargetDim);
+  const auto wq = Randn({kTargetDim}, 0.1);
+  ExpectClose(ops().RmsNorm(q, wq, 1e-6, kind), reference_->RmsNorm(q, wq, 1e-6, kind), 1e-2, 1e-2, "q norm");
+  const auto o = Randn({kTokens, kGdnValueHeads, 128}), z = Randn({kTokens, kGdnValueHeads * 128});
+  const auto wg = Randn({128}, 0.1) + 1.0;
+  const auto gate = z.reshape({kTokens, kGdnValueHeads, 128});
+  ExpectClose(ops().GatedRmsNorm(o, wg, gate, 1e-6), reference_->GatedRmsNorm(o, wg, gate, 1e-6), 1e-2, 1e-2,
+              "gated rms norm");
+}
+
+TEST_F(CachedKernelOpsGpu, CrossEntropyMatchesTheReference) {
+  const auto fopts = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat);
+  const auto logits = torch::randn({kLossRows, kVocab}, fopts) * 3.0;
+  auto labels = torch::randint(0, kVocab, {kLossRows}, fopts.dtype(torch::kLong));
+  labels.narrow(0, 0, 5).fill_(-100);  // ignored rows
+  auto weights = torch::rand({kLossRows}, fopts);
+  weights.narrow(0, 10, 3).zero_();  // zero-weight rows
+  const auto got = ops().CrossEntropy(logits, labels, weights, 1.0, true, torch::kBFloat16);
+  const auto want = reference_->CrossEntropy(logits, labels, weights, 1.0, true, torch::kBFloat16);
+  ExpectClose(got.loss, want.loss, 1e-5, 1e-6, "loss");
+  EXPECT_TRUE(torch::equal(got.argmax.cpu(), want.argmax.cpu()));
+  ExpectClose(got.grad, want.grad, 1e-2, 1e-5, "logits gradient");
+}
+
 TEST_F(CachedKernelOpsGpu, MissingKeyIsNotFoundNamingTheWarmupCommand) {
   cache::CacheOptions o;
   o.dir = suite->dir / "empty-cache";
@@ -256,7 +300,7 @@ TEST_F(CachedKernelOpsGpu, MissingKeyIsNotFoundNamingTheWarmupCommand) {
   ASSERT_FALSE(prepared.ok());
   EXPECT_EQ(prepared.status().code(), ErrorCode::kNotFound);
   const std::string& msg = prepared.status().message();
-  EXPECT_NE(msg.find("12 tuned kernel(s) missing"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("17 tuned kernel(s) missing"), std::string::npos) << msg;
   EXPECT_NE(msg.find("dflash-tune warmup"), std::string::npos) << msg;
   const auto x = Randn({kTokens, kChannels}), w = Randn({kChannels, 4});
   try {

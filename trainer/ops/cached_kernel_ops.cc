@@ -13,6 +13,8 @@
 #include "kernels/attention/attention_api.h"
 #include "kernels/conv1d/conv1d_api.h"
 #include "kernels/gdn/gdn_api.h"
+#include "kernels/rmsnorm/rmsnorm_api.h"
+#include "kernels/xent/xent_api.h"
 #include "tuner/thread_pool.h"
 
 namespace dflash::trainer {
@@ -110,6 +112,34 @@ std::vector<std::int32_t> HostCuSeqlens(const torch::Tensor& cu_seqlens, std::in
   TORCH_CHECK(cu.front() == 0 && cu.back() == tokens, "cu_seqlens must run from 0 to the token count ", tokens);
   for (size_t i = 1; i < cu.size(); ++i) TORCH_CHECK(cu[i] >= cu[i - 1], "cu_seqlens must be non-decreasing");
   return cu;
+}
+
+// x [..., cols] as rows of one stride (the leading dims collapse: a contiguous tensor, or a view such as the target's
+// q, every head of every token 2 * head_dim apart), 16-byte aligned; a contiguous copy otherwise.
+struct Rows2d {
+  torch::Tensor t;
+  std::int64_t rows = 0, stride = 0;
+};
+Rows2d AsRows(const torch::Tensor& x) {
+  auto fits = [](const torch::Tensor& t) {
+    if (t.dim() < 1 || t.stride(-1) != 1) return false;
+    if (reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 != 0) return false;
+    const std::int64_t stride = t.dim() >= 2 ? t.stride(-2) : t.size(-1);
+    if (stride % 8 != 0 || stride < t.size(-1)) return false;
+    for (std::int64_t d = t.dim() - 3; d >= 0; --d) {
+      if (t.size(d + 1) != 1 && t.stride(d) != t.stride(d + 1) * t.size(d + 1)) return false;
+    }
+    return true;
+  };
+  Rows2d r;
+  r.t = fits(x) ? x : x.contiguous();
+  r.rows = r.t.numel() / std::max<std::int64_t>(1, r.t.size(-1));
+  r.stride = r.t.dim() >= 2 ? r.t.stride(-2) : r.t.size(-1);
+  return r;
+}
+
+rmsnorm::Kind KindOf(nn::NormKind kind) {
+  return kind == nn::NormKind::kZeroCentred ? rmsnorm::Kind::kZeroCentred : rmsnorm::Kind::kStandard;
 }
 
 torch::Tensor ToDevice(const std::vector<std::int32_t>& host, const torch::Device& device) {
@@ -388,6 +418,112 @@ torch::Tensor CachedKernelOps::GatedDeltaRule(const torch::Tensor& q_in, const t
   OrderSynchronousCopies(q.device());  // the plan is uploaded into the fresh workspace synchronously
   Check(gdn::LaunchChunkedForward(winner, args, Ptr(workspace), *bytes, stream), operation);
   return o;
+}
+
+namespace {
+
+// One rmsnorm launch: out = norm(x [+ residual]) [* silu(gate)] over x's last dim; sum_out (when given) = x + residual.
+void LaunchNorm(CachedKernelOps::State& state, const torch::Tensor& x_in, const torch::Tensor* residual_in,
+                const torch::Tensor* gate_in, const torch::Tensor& weight_in, double eps, rmsnorm::Kind kind,
+                torch::Tensor* sum_out, torch::Tensor& out) {
+  CheckOnDevice(state, x_in, "rms norm input", torch::kBFloat16);
+  TORCH_CHECK(weight_in.dim() == 1 && weight_in.size(0) == x_in.size(-1),
+              "CachedKernelOps rms norm: weight must be [", x_in.size(-1), "], got ", weight_in.sizes());
+  TORCH_CHECK(weight_in.scalar_type() == torch::kBFloat16 || weight_in.scalar_type() == torch::kFloat,
+              "CachedKernelOps rms norm: weight must be bf16 or fp32, got ", weight_in.scalar_type());
+  const Rows2d x = AsRows(x_in);
+  const auto weight = weight_in.contiguous();
+  const auto wdtype = weight.scalar_type() == torch::kFloat ? rmsnorm::WeightDtype::kFp32 : rmsnorm::WeightDtype::kBf16;
+  auto args = rmsnorm::RmsNormArgs::Contiguous(Ptr(x.t), Ptr(weight), 0, x.rows, x_in.size(-1), kind, wdtype,
+                                              static_cast<float>(eps));
+  args.x_stride = x.stride;
+  Rows2d residual, gate;
+  if (residual_in) {
+    CheckOnDevice(state, *residual_in, "rms norm residual", torch::kBFloat16);
+    TORCH_CHECK(residual_in->sizes() == x_in.sizes(), "CachedKernelOps rms norm: residual must be shaped like x");
+    residual = AsRows(*residual_in);
+    args.residual = Ptr(residual.t), args.residual_stride = residual.stride;
+  }
+  if (gate_in) {
+    CheckOnDevice(state, *gate_in, "rms norm gate", torch::kBFloat16);
+    TORCH_CHECK(gate_in->sizes() == x_in.sizes(), "CachedKernelOps rms norm: gate must be shaped like x");
+    gate = AsRows(*gate_in);
+    args.gate = Ptr(gate.t), args.gate_stride = gate.stride;
+  }
+  out = torch::empty(x_in.sizes(), x_in.options());
+  args.out = Ptr(out), args.out_stride = x_in.size(-1);
+  if (sum_out) {
+    *sum_out = torch::empty(x_in.sizes(), x_in.options());
+    args.sum_out = Ptr(*sum_out), args.sum_out_stride = x_in.size(-1);
+  }
+  const auto shape = setup::OpShape::RmsNorm(x.rows, x_in.size(-1), kind, residual_in != nullptr,
+                                             gate_in != nullptr, wdtype);
+  const auto [winner, operation] = state.Winner(shape);
+  Check(rmsnorm::LaunchRmsNorm(winner, args, CurrentStream(state, x_in.device())), operation);
+}
+
+}  // namespace
+
+torch::Tensor CachedKernelOps::RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps,
+                                       nn::NormKind kind) {
+  const c10::DeviceGuard guard(x.device());
+  const torch::NoGradGuard no_grad;
+  torch::Tensor out;
+  LaunchNorm(*state_, x, nullptr, nullptr, weight, eps, KindOf(kind), nullptr, out);
+  return out;
+}
+
+std::pair<torch::Tensor, torch::Tensor> CachedKernelOps::AddRmsNorm(const torch::Tensor& h,
+                                                                    const torch::Tensor& delta,
+                                                                    const torch::Tensor& weight, double eps,
+                                                                    nn::NormKind kind) {
+  const c10::DeviceGuard guard(h.device());
+  const torch::NoGradGuard no_grad;
+  const auto d = delta.scalar_type() == h.scalar_type() ? delta : delta.to(h.scalar_type());
+  torch::Tensor sum, out;
+  LaunchNorm(*state_, d, &h, nullptr, weight, eps, KindOf(kind), &sum, out);
+  return {sum, out};
+}
+
+torch::Tensor CachedKernelOps::GatedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight,
+                                            const torch::Tensor& gate, double eps) {
+  const c10::DeviceGuard guard(x.device());
+  const torch::NoGradGuard no_grad;
+  torch::Tensor out;
+  LaunchNorm(*state_, x, nullptr, &gate, weight, eps, rmsnorm::Kind::kStandard, nullptr, out);
+  return out;
+}
+
+CrossEntropyRows CachedKernelOps::CrossEntropy(const torch::Tensor& logits_in, const torch::Tensor& labels_in,
+                                               const torch::Tensor& weights_in, double grad_scale, bool with_grad,
+                                               torch::Dtype grad_dtype) {
+  // The kernel's contract: fp32 logits, a bf16 gradient, rows of whole 16-byte vectors (setup lists no key else).
+  if (!with_grad || grad_dtype != torch::kBFloat16 || logits_in.scalar_type() != torch::kFloat ||
+      logits_in.dim() != 2 || logits_in.size(1) % 4 != 0) {
+    return ReferenceCrossEntropy(logits_in, labels_in, weights_in, grad_scale, with_grad, grad_dtype);
+  }
+  CheckOnDevice(*state_, logits_in, "logits", torch::kFloat);
+  TORCH_CHECK(logits_in.dim() == 2 && labels_in.dim() == 1 && labels_in.size(0) == logits_in.size(0) &&
+                  weights_in.sizes() == labels_in.sizes(),
+              "CachedKernelOps cross-entropy: logits [c, V], labels and weights [c]");
+  const c10::DeviceGuard guard(logits_in.device());
+  const torch::NoGradGuard no_grad;
+  const auto logits = logits_in.stride(1) == 1 && logits_in.stride(0) % 4 == 0 ? logits_in : logits_in.contiguous();
+  const auto labels = labels_in.to(torch::kLong).contiguous(), weights = weights_in.to(torch::kFloat).contiguous();
+  const std::int64_t rows = logits.size(0), vocab = logits.size(1);
+  CrossEntropyRows r;
+  r.loss = torch::empty({rows}, logits.options());
+  r.argmax = torch::empty({rows}, logits.options().dtype(torch::kLong));
+  r.grad = torch::empty({rows, vocab}, logits.options().dtype(torch::kBFloat16));
+  xent::XentArgs a;
+  a.logits = Ptr(logits), a.row_stride = logits.stride(0);
+  a.labels = Ptr(labels), a.weights = Ptr(weights);
+  a.loss = Ptr(r.loss), a.argmax = Ptr(r.argmax);
+  a.grad = Ptr(r.grad), a.grad_row_stride = vocab;
+  a.rows = rows, a.vocab = vocab, a.grad_scale = static_cast<float>(grad_scale);
+  const auto [winner, operation] = state_->Winner(setup::OpShape::CrossEntropy(rows, vocab));
+  Check(xent::LaunchXent(winner, a, CurrentStream(*state_, logits.device())), operation);
+  return r;
 }
 
 }  // namespace dflash::trainer

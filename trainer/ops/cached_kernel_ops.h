@@ -1,5 +1,5 @@
 // CachedKernelOps: the Ops interface (ops.h) on CUDA tensors through the tuned winners of the kernel families
-// (attention_fwd / attention_bwd, conv1d, gdn), read from a kernel cache through tuner::KernelProvider. It never
+// (attention_fwd / attention_bwd, conv1d, gdn, rmsnorm, xent), read from a kernel cache through tuner::KernelProvider. It never
 // compiles or tunes on its own: a missing key is NotFound naming the exact `dflash-tune warmup` command; Prepare()
 // resolves every key of a run before the first step, and TuneMissing() (dflash-train --tune-missing) tunes the
 // missing ones through tuner::Tuner. Kernels run on torch's current CUDA stream in the device's primary context
@@ -65,6 +65,17 @@ class CachedKernelOps final : public Ops {
   torch::Tensor GatedDeltaRule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& A_log,
                                const torch::Tensor& dt_bias, const torch::Tensor& cu_seqlens) override;
+  // The rmsnorm family (bf16 inputs; bf16 or fp32 weights; rows addressed by one stride, else copied).
+  torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps, nn::NormKind kind) override;
+  std::pair<torch::Tensor, torch::Tensor> AddRmsNorm(const torch::Tensor& h, const torch::Tensor& delta,
+                                                     const torch::Tensor& weight, double eps,
+                                                     nn::NormKind kind) override;
+  torch::Tensor GatedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& gate,
+                             double eps) override;
+  // The xent family for fp32 logits with a bf16 gradient (what training asks for); any other request runs the
+  // LibTorch default (ReferenceCrossEntropy).
+  CrossEntropyRows CrossEntropy(const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& weights,
+                                double grad_scale, bool with_grad, torch::Dtype grad_dtype) override;
 
   struct State;  // defined in cached_kernel_ops.cc (also used by the attention autograd function there)
 

@@ -65,6 +65,7 @@ setup::TrainingSetup RunSetup(const TrainOptions& o, const setup::TargetConfig& 
   s.target = target;
   s.drafter = drafter;
   s.max_length = o.max_length;
+  s.loss_chunk_rows = o.loss_chunk_rows;
   s.num_anchors = o.num_anchors;
   s.padded_rows = o.row_mode == data::RowMode::kPad;
   s.packed_rows = o.row_mode == data::RowMode::kPack;
