@@ -175,8 +175,9 @@ void CheckDraftAttention(CachedKernelOps& ops, Ops& reference, std::int64_t wind
 TEST_F(CachedKernelOpsGpu, PrepareReportsTheProvenanceOfEveryKey) {
   auto uses = ops().Prepare(setup::KernelRequestsFor(TestShapes()));
   ASSERT_TRUE(uses.ok()) << uses.status().ToString();
-  // draft full fwd+bwd, sliding fwd+bwd, both again for packed rows (doc_bound), causal, doc-causal, conv1d, gdn.
-  EXPECT_EQ(uses->size(), 12u);
+  // draft full fwd+bwd, sliding fwd+bwd, both again for packed rows (doc_bound), causal, doc-causal, conv1d, gdn,
+  // four norms, the loss.
+  EXPECT_EQ(uses->size(), 17u);
   for (const KernelUse& u : *uses) {
     EXPECT_EQ(u.key_digest.size(), 64u) << u.operation;
     EXPECT_EQ(u.cubin_sha256.size(), 64u) << u.operation;

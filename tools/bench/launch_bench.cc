@@ -47,6 +47,7 @@ struct Options {
   bool tune_missing = false;
 };
 
+#ifdef DFLASH_TORCH_CUDA
 // Median over batches of the host microseconds per call of `fn`, the device synchronised between batches.
 double HostMicrosPerCall(const std::function<void()>& fn, const Options& o, int device) {
   for (int i = 0; i < 16; ++i) fn();  // warm: first-launch costs, allocator blocks
@@ -63,7 +64,6 @@ double HostMicrosPerCall(const std::function<void()>& fn, const Options& o, int 
   return per_call[per_call.size() / 2];
 }
 
-#ifdef DFLASH_TORCH_CUDA
 CUdeviceptr Ptr(const torch::Tensor& t) { return reinterpret_cast<CUdeviceptr>(t.data_ptr()); }
 
 int Run(const Options& o) {
