@@ -99,8 +99,9 @@ TEST(AdamW, UpdateDividesClipsAndStepsOnTheCpuAndFusedOnTheGpu) {
       auto a = a0.clone().to(device).requires_grad_(true), b = b0.clone().to(device).requires_grad_(true);
       AdamW ours({{"a", a}, {"b", b}}, o);
       for (int i = 0; i < 4; ++i) {
-        a.mutable_grad() = grads[i][0].to(device);
-        b.mutable_grad() = grads[i][1].to(device);
+        // Copies too: the CPU's Update divides and clips its gradients in place.
+        a.mutable_grad() = grads[i][0].clone().to(device);
+        b.mutable_grad() = grads[i][1].clone().to(device);
         EXPECT_NEAR(ours.Update(1e-2, 12.5, max_norm), manual_norms[i], 1e-5 * manual_norms[i]) << device;
         ours.ZeroGrad();
       }
