@@ -22,6 +22,8 @@ CLASSES = [
     ("cached kernels: attention", re.compile(r"dflash_attn|Attn", re.I)),
     ("cached kernels: gated delta rule", re.compile(r"^gdn|gdn_", re.I)),
     ("cached kernels: conv1d", re.compile(r"conv1d", re.I)),
+    ("cached kernels: rmsnorm", re.compile(r"dflash_rmsnorm", re.I)),
+    ("cached kernels: xent", re.compile(r"dflash_xent", re.I)),
     ("reductions (norms, softmax, sums)", re.compile(r"reduce|softmax|norm|logsumexp|argmax", re.I)),
     ("elementwise / casts / indexing", re.compile(r"elementwise|vectorized|unrolled|copy|cat|index|gather|scatter|"
                                                   r"fill|where", re.I)),
