@@ -4,6 +4,8 @@
 // together they are the one-GPU list in the same order.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <string>
 #include <vector>
 
@@ -48,13 +50,22 @@ TEST(RunSetup, TheTargetAndDrafterSidesSplitTheOneGpuListExactly) {
     const auto both = setup::OpShapesFor(run, setup::OpSide::kBoth);
     const auto target_side = setup::OpShapesFor(run, setup::OpSide::kTarget);
     const auto drafter_side = setup::OpShapesFor(run, setup::OpSide::kDrafter);
-    ASSERT_EQ(drafter_side.size(), 2u);  // full and sliding drafter attention
-    ASSERT_EQ(target_side.size(), 3u);   // conv1d, gated delta rule, causal attention
-    for (const auto& s : drafter_side) EXPECT_EQ(s.op, setup::OpKind::kDraftAttention);
-    for (const auto& s : target_side) EXPECT_NE(s.op, setup::OpKind::kDraftAttention);
+    ASSERT_EQ(drafter_side.size(), 3u);  // full and sliding drafter attention, the loss
+    // conv1d, gated delta rule, causal attention; the hidden norm without and with the residual add, q, k, gated
+    ASSERT_EQ(target_side.size(), 8u);
+    auto drafter_op = [](const setup::OpShape& s) {
+      return s.op == setup::OpKind::kDraftAttention || s.op == setup::OpKind::kCrossEntropy;
+    };
+    for (const auto& s : drafter_side) EXPECT_TRUE(drafter_op(s)) << static_cast<int>(s.op);
+    for (const auto& s : target_side) EXPECT_FALSE(drafter_op(s)) << static_cast<int>(s.op);
+    // The two sides hold every shape of the list once (the list orders them by layout, then the row-wise ones).
     std::vector<setup::OpShape> joined = target_side;
     joined.insert(joined.end(), drafter_side.begin(), drafter_side.end());
-    EXPECT_EQ(Describe(joined), Describe(both));
+    auto sorted = [](std::vector<std::string> v) {
+      std::sort(v.begin(), v.end());
+      return v;
+    };
+    EXPECT_EQ(sorted(Describe(joined)), sorted(Describe(both)));
     EXPECT_EQ(Describe(setup::OpShapesFor(run)), Describe(both));  // the default is both sides
   }
 }
