@@ -6,6 +6,7 @@
 #include "kernels/attention/attention_params.cuh"
 #include "kernels/conv1d/conv1d_family.h"
 #include "kernels/gdn/gdn_family.h"
+#include "kernels/rmsnorm/rmsnorm_bwd_family.h"
 #include "kernels/rmsnorm/rmsnorm_family.h"
 #include "kernels/xent/xent_family.h"
 
@@ -32,7 +33,7 @@ OpShape::Key OpShape::key() const {
           conv1d.num_seqs, static_cast<std::int64_t>(conv1d.layout), gdn.heads, gdn.value_heads, gdn.tokens,
           gdn.num_seqs, gdn.initial_state, gdn.final_state, rmsnorm.rows, rmsnorm.cols,
           static_cast<std::int64_t>(rmsnorm.kind), rmsnorm.residual, rmsnorm.gate,
-          static_cast<std::int64_t>(rmsnorm.weight), xent.rows, xent.vocab, xent.grad, 0, 0};
+          static_cast<std::int64_t>(rmsnorm.weight), xent.rows, xent.vocab, xent.grad, rmsnorm_trained, 0};
 }
 
 OpShape OpShape::DraftAttention(std::int64_t context_len, std::int64_t num_blocks, std::int64_t block_size,
@@ -100,6 +101,13 @@ OpShape OpShape::RmsNorm(std::int64_t rows, std::int64_t cols, rmsnorm::Kind kin
   return s;
 }
 
+OpShape OpShape::TrainedRmsNorm(std::int64_t rows, std::int64_t cols, rmsnorm::Kind kind,
+                                rmsnorm::WeightDtype weight) {
+  OpShape s = RmsNorm(rows, cols, kind, false, false, weight);
+  s.rmsnorm_trained = true;
+  return s;
+}
+
 OpShape OpShape::CrossEntropy(std::int64_t rows, std::int64_t vocab) {
   OpShape s;
   s.op = OpKind::kCrossEntropy;
@@ -137,7 +145,11 @@ std::vector<KernelRequest> KernelRequestsFor(const OpShape& shape) {
     case OpKind::kRmsNorm: {
       const rmsnorm::ProblemSpec& r = shape.rmsnorm;
       const std::string what = r.gate ? " (gated)" : r.residual ? " (residual add)" : "";
-      return {{op + what + " " + std::to_string(r.cols), &rmsnorm::Family(), rmsnorm::ToJson(r)}};
+      const std::string name = op + what + " " + std::to_string(r.cols);
+      if (!shape.rmsnorm_trained) return {{name, &rmsnorm::Family(), rmsnorm::ToJson(r)}};
+      return {{name + " forward", &rmsnorm::Family(), rmsnorm::ToJson(r)},
+              {name + " backward", &rmsnorm::BackwardFamily(),
+               rmsnorm::MakeBwdProblem(r.rows, r.cols, r.kind, r.weight)}};
     }
     case OpKind::kCrossEntropy:
       return {{op, &xent::Family(), xent::ToJson(shape.xent)}};

@@ -36,6 +36,7 @@ struct OpShape {
   conv1d::ProblemSpec conv1d;
   gdn::ProblemSpec gdn;
   rmsnorm::ProblemSpec rmsnorm;
+  bool rmsnorm_trained = false;  // rms norm: the weight and input are trained (a backward runs too)
   xent::ProblemSpec xent;
 
   // Every field as numbers: equal keys are equal shapes (a map key for callers that resolve each shape once).
@@ -59,6 +60,9 @@ struct OpShape {
   // RMS norm of `rows` rows of `cols` (TargetOps::RmsNorm, AddRmsNorm with `residual`, GatedRmsNorm with `gate`).
   static OpShape RmsNorm(std::int64_t rows, std::int64_t cols, rmsnorm::Kind kind, bool residual, bool gate,
                          rmsnorm::WeightDtype weight);
+  // A trained RMS norm (DrafterOps::TrainedRmsNorm: the drafter's norms, weights the fp32 masters): its forward and
+  // its backward (no residual, no gate).
+  static OpShape TrainedRmsNorm(std::int64_t rows, std::int64_t cols, rmsnorm::Kind kind, rmsnorm::WeightDtype weight);
   // The loss's row-wise pass over `rows` rows of `vocab` logits, with the logits' gradient (DrafterOps::CrossEntropy).
   static OpShape CrossEntropy(std::int64_t rows, std::int64_t vocab);
 };
@@ -70,7 +74,8 @@ struct KernelRequest {
 };
 
 // The kernels `shape` launches: draft attention -> attention_fwd and attention_bwd; causal attention ->
-// attention_fwd; conv1d -> conv1d; gated delta rule -> gdn; rms norm -> rmsnorm; cross-entropy -> xent.
+// attention_fwd; conv1d -> conv1d; gated delta rule -> gdn; rms norm -> rmsnorm (and rmsnorm_bwd when trained);
+// cross-entropy -> xent.
 std::vector<KernelRequest> KernelRequestsFor(const OpShape& shape);
 // The requests of every shape, in order (repeats kept: CachedKernelOps::Prepare reports each key once).
 std::vector<KernelRequest> KernelRequestsFor(const std::vector<OpShape>& shapes);

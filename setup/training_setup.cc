@@ -58,6 +58,22 @@ void AddTargetNormShapes(const TrainingSetup& s, std::vector<OpShape>& shapes) {
   }
 }
 
+// The drafter's norms (models/drafter.cc), trained with fp32 master weights: the context norm over [S, hidden], the
+// input / post-attention / final norms over the N*B block rows, q norms over [N*B * heads, head_dim], k norms over
+// the context and block rows [(S + N*B) * kv_heads, head_dim]. Standard kind.
+void AddDrafterNormShapes(const TrainingSetup& s, std::vector<OpShape>& shapes) {
+  if (!s.drafter) return;
+  const DrafterConfig& d = *s.drafter;
+  const auto standard = rmsnorm::Kind::kStandard;
+  const auto fp32 = rmsnorm::WeightDtype::kFp32;
+  const std::int64_t block_rows = s.num_anchors * d.block_size;
+  shapes.push_back(OpShape::TrainedRmsNorm(s.max_length, d.hidden_size, standard, fp32));
+  shapes.push_back(OpShape::TrainedRmsNorm(block_rows, d.hidden_size, standard, fp32));
+  shapes.push_back(OpShape::TrainedRmsNorm(block_rows * d.num_attention_heads, d.head_dim, standard, fp32));
+  shapes.push_back(
+      OpShape::TrainedRmsNorm((s.max_length + block_rows) * d.num_key_value_heads, d.head_dim, standard, fp32));
+}
+
 // The loss's chunks (train/block_loss.cc): rows of num_anchors * block_size in chunks of loss_chunk_rows. The xent
 // kernels read whole 16-byte vectors of a row: a vocabulary that is not a multiple of 4 runs LibTorch's pass instead
 // (CachedKernelOps::CrossEntropy), so it has no key.
@@ -79,6 +95,7 @@ std::vector<OpShape> OpShapesFor(const TrainingSetup& setup, OpSide side) {
     if (side != OpSide::kTarget) AddDrafterShapes(setup, packed, shapes);
   }
   if (side != OpSide::kDrafter) AddTargetNormShapes(setup, shapes);
+  if (side != OpSide::kTarget) AddDrafterNormShapes(setup, shapes);
   if (side != OpSide::kTarget) AddLossShapes(setup, shapes);
   return shapes;
 }

@@ -65,7 +65,15 @@ std::vector<OpShape> RunShapes(const ModelShapes& s, std::int64_t tokens, std::i
   shapes.push_back(OpShape::RmsNorm(tokens * s.target_heads, s.target_dim, zc, false, false, bf16));
   shapes.push_back(OpShape::RmsNorm(tokens * s.target_kv, s.target_dim, zc, false, false, bf16));
   shapes.push_back(OpShape::RmsNorm(tokens * s.gdn_value_heads, 128, rmsnorm::Kind::kStandard, false, true, bf16));
+  // The drafter's trained norms (standard, fp32 master weights): the context's, the block rows' (input,
+  // post-attention, final), q over the block rows' heads, k over the context's and the block rows' kv heads.
   const std::int64_t block_rows = s.anchors * 16;
+  const auto standard = rmsnorm::Kind::kStandard;
+  const auto fp32 = rmsnorm::WeightDtype::kFp32;
+  shapes.push_back(OpShape::TrainedRmsNorm(tokens, s.hidden, standard, fp32));
+  shapes.push_back(OpShape::TrainedRmsNorm(block_rows, s.hidden, standard, fp32));
+  shapes.push_back(OpShape::TrainedRmsNorm(block_rows * s.draft_heads, s.draft_dim, standard, fp32));
+  shapes.push_back(OpShape::TrainedRmsNorm((tokens + block_rows) * s.draft_kv, s.draft_dim, standard, fp32));
   for (std::int64_t start = 0; start < block_rows; start += 2048) {
     shapes.push_back(OpShape::CrossEntropy(std::min<std::int64_t>(2048, block_rows - start), s.vocab));
   }

@@ -128,7 +128,7 @@ TEST(Presets, ConfigFileDerivesProblemsFromHuggingFaceConfigs) {
   const auto pack = Requests(*pack_setup);
   // The row-wise families (norms, loss) have one key for both layouts: every selection warms them.
   auto row_wise = [](const KernelRequest& it) {
-    return it.family->name() == "rmsnorm" || it.family->name() == "xent";
+    return it.family->name() == "rmsnorm" || it.family->name() == "rmsnorm_bwd" || it.family->name() == "xent";
   };
   const auto shared = std::count_if(items.begin(), items.end(), row_wise);
   EXPECT_GT(shared, 0);
@@ -174,9 +174,16 @@ TEST(Presets, TheTinyPresetIsTheTestModelWithBothLayerKindsAndBothDrafterMasks) 
   EXPECT_EQ(by["gdn"].size(), 2u);
   EXPECT_EQ(by["attention_fwd"].size(), 2u + 4u);
   EXPECT_EQ(by["attention_bwd"].size(), 4u);
-  // Once for both layouts: the hidden norm without and with the residual add, q, k and the gated norm; the loss
-  // over the row's 16 * 16 block rows in one chunk.
-  EXPECT_EQ(by["rmsnorm"].size(), 5u);
+  // Once for both layouts: the target's hidden norm without and with the residual add, q, k and the gated norm; the
+  // drafter's trained norms (context, block rows, q, k: forward and backward); the loss over the row's 16 * 16
+  // block rows in one chunk.
+  EXPECT_EQ(by["rmsnorm"].size(), 5u + 4u);
+  ASSERT_EQ(by["rmsnorm_bwd"].size(), 4u);
+  for (const auto& p : by["rmsnorm_bwd"]) {
+    EXPECT_EQ(p["weight"], "fp32");
+    EXPECT_EQ(p["kind"], "standard");
+  }
+  EXPECT_EQ(by["rmsnorm_bwd"][0]["rows"], 512);  // the context norm: max_length rows
   ASSERT_EQ(by["xent"].size(), 1u);
   EXPECT_EQ(by["xent"][0]["rows"], 256);
 }
@@ -203,7 +210,8 @@ TEST(TrainingSetup, AConvolutionWidthTheFamilyDoesNotServeIsUnsupported) {
   auto drafter_side = KernelRequestsFor(*training, OpSide::kDrafter);
   ASSERT_TRUE(drafter_side.ok());
   for (const auto& r : drafter_side->requests) {
-    const bool drafter_op = r.operation.rfind("draft_attention", 0) == 0 || r.operation == "cross_entropy";
+    const bool drafter_op = r.operation.rfind("draft_attention", 0) == 0 || r.operation == "cross_entropy" ||
+                            r.family->name() == "rmsnorm_bwd" || r.problem.value("weight", "") == "fp32";
     EXPECT_TRUE(drafter_op) << r.operation;
   }
 }

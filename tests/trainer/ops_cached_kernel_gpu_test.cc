@@ -57,6 +57,7 @@ std::vector<setup::OpShape> TestShapes() {
           setup::OpShape::RmsNorm(kTokens, kHidden, rmsnorm::Kind::kZeroCentred, true, false, kBf16Weight),
           setup::OpShape::RmsNorm(kTokens * kHq, kTargetDim, rmsnorm::Kind::kZeroCentred, false, false, kBf16Weight),
           setup::OpShape::RmsNorm(kTokens * kGdnValueHeads, 128, rmsnorm::Kind::kStandard, false, true, kBf16Weight),
+          setup::OpShape::TrainedRmsNorm(kTokens, kHidden, rmsnorm::Kind::kStandard, rmsnorm::WeightDtype::kFp32),
           setup::OpShape::CrossEntropy(kLossRows, kVocab)};
 }
 
@@ -176,8 +177,8 @@ TEST_F(CachedKernelOpsGpu, PrepareReportsTheProvenanceOfEveryKey) {
   auto uses = ops().Prepare(setup::KernelRequestsFor(TestShapes()));
   ASSERT_TRUE(uses.ok()) << uses.status().ToString();
   // draft full fwd+bwd, sliding fwd+bwd, both again for packed rows (doc_bound), causal, doc-causal, conv1d, gdn,
-  // four norms, the loss.
-  EXPECT_EQ(uses->size(), 17u);
+  // four norms, the trained norm's forward and backward, the loss.
+  EXPECT_EQ(uses->size(), 19u);
   for (const KernelUse& u : *uses) {
     EXPECT_EQ(u.key_digest.size(), 64u) << u.operation;
     EXPECT_EQ(u.cubin_sha256.size(), 64u) << u.operation;
@@ -276,6 +277,33 @@ TEST_F(CachedKernelOpsGpu, NormsMatchTheReference) {
               "gated rms norm");
 }
 
+TEST_F(CachedKernelOpsGpu, TrainedNormMatchesTheReferenceForwardAndBackward) {
+  // The drafter's norm: bf16 x, the fp32 master weight, gradients of both through autograd.
+  const auto x0 = Randn({kTokens, kHidden}, 3.0);
+  const auto w0 = torch::rand({kHidden}, torch::TensorOptions().device(torch::kCUDA)) * 2.0 - 1.0;
+  const auto dout = Randn({kTokens, kHidden});
+  auto run = [&](Ops& backend) {
+    auto x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_();
+    auto y = backend.TrainedRmsNorm(x, w, 1e-6);
+    y.backward(dout);
+    return std::vector<torch::Tensor>{y.detach(), x.grad(), w.grad()};
+  };
+  const auto got = run(ops()), want = run(*reference_);
+  EXPECT_EQ(got[0].scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(got[2].scalar_type(), torch::kFloat);
+  ExpectClose(got[0], want[0], 1e-2, 1e-2, "trained norm");
+  ExpectClose(got[1], want[1], 1e-2, 1e-3, "dx");
+  ExpectClose(got[2], want[2], 1e-3, 1e-3, "dw");
+  // A shape without a key is the NotFound error naming the warmup command, not a fallback.
+  auto x = Randn({kTokens + 1000, kHidden}).requires_grad_();
+  try {
+    ops().TrainedRmsNorm(x, w0, 1e-6);
+    ADD_FAILURE() << "a trained norm with no tuned key ran";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dflash-tune warmup"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(CachedKernelOpsGpu, CrossEntropyMatchesTheReference) {
   const auto fopts = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat);
   const auto logits = torch::randn({kLossRows, kVocab}, fopts) * 3.0;
@@ -301,7 +329,7 @@ TEST_F(CachedKernelOpsGpu, MissingKeyIsNotFoundNamingTheWarmupCommand) {
   ASSERT_FALSE(prepared.ok());
   EXPECT_EQ(prepared.status().code(), ErrorCode::kNotFound);
   const std::string& msg = prepared.status().message();
-  EXPECT_NE(msg.find("17 tuned kernel(s) missing"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("19 tuned kernel(s) missing"), std::string::npos) << msg;
   EXPECT_NE(msg.find("dflash-tune warmup"), std::string::npos) << msg;
   const auto x = Randn({kTokens, kChannels}), w = Randn({kChannels, 4});
   try {

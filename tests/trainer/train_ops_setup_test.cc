@@ -50,11 +50,13 @@ TEST(RunSetup, TheTargetAndDrafterSidesSplitTheOneGpuListExactly) {
     const auto both = setup::OpShapesFor(run, setup::OpSide::kBoth);
     const auto target_side = setup::OpShapesFor(run, setup::OpSide::kTarget);
     const auto drafter_side = setup::OpShapesFor(run, setup::OpSide::kDrafter);
-    ASSERT_EQ(drafter_side.size(), 3u);  // full and sliding drafter attention, the loss
+    // full and sliding drafter attention; the trained norms (context, block rows, q, k); the loss
+    ASSERT_EQ(drafter_side.size(), 7u);
     // conv1d, gated delta rule, causal attention; the hidden norm without and with the residual add, q, k, gated
     ASSERT_EQ(target_side.size(), 8u);
     auto drafter_op = [](const setup::OpShape& s) {
-      return s.op == setup::OpKind::kDraftAttention || s.op == setup::OpKind::kCrossEntropy;
+      return s.op == setup::OpKind::kDraftAttention || s.op == setup::OpKind::kCrossEntropy ||
+             (s.op == setup::OpKind::kRmsNorm && s.rmsnorm_trained);
     };
     for (const auto& s : drafter_side) EXPECT_TRUE(drafter_op(s)) << static_cast<int>(s.op);
     for (const auto& s : target_side) EXPECT_FALSE(drafter_op(s)) << static_cast<int>(s.op);

@@ -97,9 +97,7 @@ torch::Tensor Drafter::Forward(const torch::Tensor& features, const torch::Tenso
   TORCH_CHECK(embed.dim() == 2 && embed.size(1) == H, "drafter: embed must be [vocab, ", H, "], got ", embed.sizes());
 
   const double eps = c.rms_norm_eps;
-  auto norm = [&](const torch::Tensor& x, const torch::Tensor& w) {
-    return nn::RmsNorm(x, w, eps, nn::NormKind::kStandard);
-  };
+  auto norm = [&](const torch::Tensor& x, const torch::Tensor& w) { return ops.TrainedRmsNorm(x, w, eps); };
 
   // Shared by all layers: the context projection and the rotary tables of the KV rows (context, then blocks); the
   // query rows are the block rows of the same tables.

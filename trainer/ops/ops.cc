@@ -20,6 +20,10 @@ torch::Tensor TargetOps::GatedRmsNorm(const torch::Tensor& x, const torch::Tenso
   return nn::GatedRmsNorm(x, weight, gate, eps);
 }
 
+torch::Tensor DrafterOps::TrainedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  return nn::RmsNorm(x, weight, eps, nn::NormKind::kStandard);
+}
+
 CrossEntropyRows DrafterOps::CrossEntropy(const torch::Tensor& logits, const torch::Tensor& labels,
                                           const torch::Tensor& weights, double grad_scale, bool with_grad,
                                           torch::Dtype grad_dtype) {
