@@ -43,7 +43,7 @@ TEST(RmsNormFamily, NamesItselfAndEmbedsItsSources) {
     EXPECT_EQ(std::string(f.data).size(), f.size) << f.name;
   }
   EXPECT_EQ(names, (std::set<std::string>{"rmsnorm.cu", "rmsnorm.cuh", "rmsnorm_params.h", "rmsnorm_bwd.cuh",
-                                          "rmsnorm_bwd_params.h"}));
+                                          "rmsnorm_bwd_params.h", "bf16_vec.cuh"}));
   // The backward family compiles from the same translation unit.
   EXPECT_EQ(BackwardFamily().name(), "rmsnorm_bwd");
   EXPECT_EQ(BackwardFamily().sources().data(), Family().sources().data());
