@@ -13,8 +13,10 @@ std::string Str(std::int64_t v) { return std::to_string(v); }
 
 constexpr std::array<const char*, 5> kBwdFields = {"rows", "cols", "kind", "weight", "dtype"};
 
-// x and dy packed (bf16 pairs), the dw sums in fp32, the weight packed or in fp32; plus the forward's
-// kOtherRegisters for addresses, the reductions and the scaling.
+// x and dy packed (bf16 pairs), the dw sums in fp32, the weight packed or in fp32; plus kBwdOtherRegisters for
+// addresses, the two reductions and the scaling: 8 more than the forward's kOtherRegisters, because with the forward's
+// 40 the 1024-thread, 8-elements-a-thread variant of 5120 cols spilled on sm_120 at its 64-register cap.
+constexpr int kBwdOtherRegisters = 48;
 int BwdRowRegisters(int elements, const BwdProblemSpec& bucket) {
   return elements + elements + (bucket.weight == WeightDtype::kFp32 ? elements : elements / 2);
 }
@@ -89,7 +91,7 @@ std::string BwdInvalidReasonFor(const tuner::Config& config, const BwdProblemSpe
   if (elements > kMaxBwdElementsPerThread)
     return Str(elements) + " elements per thread > " + Str(kMaxBwdElementsPerThread) + " (cols=" + Str(bucket.cols) +
            ", row_threads=" + Str(g.row_threads) + ", vec=" + Str(g.vec) + ")";
-  const int needed = BwdRowRegisters(elements, bucket) + kOtherRegisters;
+  const int needed = BwdRowRegisters(elements, bucket) + kBwdOtherRegisters;
   const int budget = std::min(255, 65536 / g.threads);
   if (needed > budget)
     return "row data needs ~" + Str(needed) + " registers per thread, more than the " + Str(budget) +
@@ -111,7 +113,7 @@ std::string BwdKernelNameExpression(const BwdGeometry& g, const BwdProblemSpec& 
   int min_blocks = 1;  // the forward's rule (rmsnorm_config.h, MinBlocksPerSm) with the backward's register count
   if (r.vec > 0 && r.row_threads > 0 && r.threads > 0) {
     const int elements = VectorsPerThread(r, spec.cols) * r.vec;
-    if (BwdRowRegisters(elements, spec) + kOtherRegisters <= 64) min_blocks = std::max(1, 1024 / r.threads);
+    if (BwdRowRegisters(elements, spec) + kBwdOtherRegisters <= 64) min_blocks = std::max(1, 1024 / r.threads);
   }
   return "dflash_rmsnorm::rmsnorm_bwd<" + Str(spec.cols) + ", " + Str(r.vec) + ", " + Str(r.row_threads) + ", " +
          Str(r.threads) + ", " + Str(min_blocks) + ", " + (spec.kind == Kind::kZeroCentred ? "1" : "0") + ", " +

@@ -95,10 +95,14 @@ TEST(RmsNormBwdSpace, TheGridAndThePartialRowsFollowTheRowGroups) {
   EXPECT_EQ(BwdKernelNameExpression(*BwdGeometryOf(C(8, 256, 256, 8)),
                                     BwdProblemSpec{8192, 5120, Kind::kStandard, WeightDtype::kFp32}),
             "dflash_rmsnorm::rmsnorm_bwd<5120, 8, 256, 256, 1, 0, 1>");
-  // Few registers a thread (8 elements): four 256-thread blocks stay resident per SM.
+  // Few registers a thread (4 elements): four 256-thread blocks stay resident per SM; 8 elements exceed the
+  // 64-register estimate (8 + 8 + 4 + 48), one block a SM.
+  EXPECT_EQ(BwdKernelNameExpression(*BwdGeometryOf(C(8, 16, 256, 4)),
+                                    BwdProblemSpec{1024, 64, Kind::kZeroCentred, WeightDtype::kBf16}),
+            "dflash_rmsnorm::rmsnorm_bwd<64, 4, 16, 256, 4, 1, 0>");
   EXPECT_EQ(BwdKernelNameExpression(*BwdGeometryOf(C(8, 16, 256, 8)),
                                     BwdProblemSpec{1024, 128, Kind::kZeroCentred, WeightDtype::kBf16}),
-            "dflash_rmsnorm::rmsnorm_bwd<128, 8, 16, 256, 4, 1, 0>");
+            "dflash_rmsnorm::rmsnorm_bwd<128, 8, 16, 256, 1, 1, 0>");
 }
 
 constexpr std::int64_t kRows = 100, kCols = 256;
