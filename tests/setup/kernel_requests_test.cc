@@ -74,6 +74,12 @@ std::vector<OpShape> RunShapes(const ModelShapes& s, std::int64_t tokens, std::i
   shapes.push_back(OpShape::TrainedRmsNorm(block_rows, s.hidden, standard, fp32));
   shapes.push_back(OpShape::TrainedRmsNorm(block_rows * s.draft_heads, s.draft_dim, standard, fp32));
   shapes.push_back(OpShape::TrainedRmsNorm((tokens + block_rows) * s.draft_kv, s.draft_dim, standard, fp32));
+  // The rotary embeddings: the target's q and k (both presets rotate a quarter of each head: partial_rotary_factor
+  // 0.25), the drafter's q over the block rows and k over the context and block rows (every dim).
+  shapes.push_back(OpShape::Rope(tokens, s.target_heads, s.target_dim, s.target_dim / 4));
+  shapes.push_back(OpShape::Rope(tokens, s.target_kv, s.target_dim, s.target_dim / 4));
+  shapes.push_back(OpShape::Rope(block_rows, s.draft_heads, s.draft_dim, s.draft_dim));
+  shapes.push_back(OpShape::Rope(tokens + block_rows, s.draft_kv, s.draft_dim, s.draft_dim));
   for (std::int64_t start = 0; start < block_rows; start += 2048) {
     shapes.push_back(OpShape::CrossEntropy(std::min<std::int64_t>(2048, block_rows - start), s.vocab));
   }

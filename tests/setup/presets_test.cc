@@ -128,7 +128,8 @@ TEST(Presets, ConfigFileDerivesProblemsFromHuggingFaceConfigs) {
   const auto pack = Requests(*pack_setup);
   // The row-wise families (norms, loss) have one key for both layouts: every selection warms them.
   auto row_wise = [](const KernelRequest& it) {
-    return it.family->name() == "rmsnorm" || it.family->name() == "rmsnorm_bwd" || it.family->name() == "xent";
+    const std::string_view f = it.family->name();
+    return f == "rmsnorm" || f == "rmsnorm_bwd" || f == "rope" || f == "xent";
   };
   const auto shared = std::count_if(items.begin(), items.end(), row_wise);
   EXPECT_GT(shared, 0);
@@ -186,6 +187,11 @@ TEST(Presets, TheTinyPresetIsTheTestModelWithBothLayerKindsAndBothDrafterMasks) 
   EXPECT_EQ(by["rmsnorm_bwd"][0]["rows"], 512);  // the context norm: max_length rows
   ASSERT_EQ(by["xent"].size(), 1u);
   EXPECT_EQ(by["xent"][0]["rows"], 256);
+  // The rotary embeddings: the target's q and k (64 dims, 16 rotated), the drafter's q over the block rows and k
+  // over the context and block rows (64 dims, all rotated).
+  ASSERT_EQ(by["rope"].size(), 4u);
+  EXPECT_EQ(by["rope"][0], rope::MakeProblem(512, tiny->target.num_attention_heads, 64, 16));
+  EXPECT_EQ(by["rope"][3], rope::MakeProblem(512 + 256, tiny->drafter->num_key_value_heads, 64, 64));
 }
 
 TEST(TrainingSetup, AGatedDeltaRuleTheFamilyDoesNotServeIsLeftOutWithANote) {
@@ -211,7 +217,8 @@ TEST(TrainingSetup, AConvolutionWidthTheFamilyDoesNotServeIsUnsupported) {
   ASSERT_TRUE(drafter_side.ok());
   for (const auto& r : drafter_side->requests) {
     const bool drafter_op = r.operation.rfind("draft_attention", 0) == 0 || r.operation == "cross_entropy" ||
-                            r.family->name() == "rmsnorm_bwd" || r.problem.value("weight", "") == "fp32";
+                            r.family->name() == "rmsnorm_bwd" || r.problem.value("weight", "") == "fp32" ||
+                            r.family->name() == "rope";
     EXPECT_TRUE(drafter_op) << r.operation;
   }
 }

@@ -15,6 +15,7 @@
 #include "kernels/gdn/gdn_api.h"
 #include "kernels/rmsnorm/rmsnorm_api.h"
 #include "kernels/rmsnorm/rmsnorm_bwd_api.h"
+#include "kernels/rope/rope_api.h"
 #include "kernels/xent/xent_api.h"
 #include "tuner/thread_pool.h"
 
@@ -513,12 +514,81 @@ class TrainedRmsNormFunction : public torch::autograd::Function<TrainedRmsNormFu
 
 }  // namespace
 
+namespace {
+
+// The rope kernel can serve x and the tables: bf16 x [T, H, D] on the ops' device, fp32 tables [T, R], dims the
+// family serves.
+bool RopeServes(const CachedKernelOps::State& state, const torch::Tensor& x, const nn::RopeTables& rope) {
+  return x.is_cuda() && x.device().index() == state.ctx.info().ordinal && x.scalar_type() == torch::kBFloat16 &&
+         x.dim() == 3 && rope.cos.scalar_type() == torch::kFloat && rope.sin.scalar_type() == torch::kFloat &&
+         rope.cos.dim() == 2 && rope.cos.size(0) == x.size(0) && rope.cos.size(1) == rope.rotary_dim &&
+         rope.sin.sizes() == rope.cos.sizes() && rope::Supported(x.size(2), rope.rotary_dim);
+}
+
+// out [T, H, D] = rotate(x, sign * theta): one launch of the rope winner of x's shape.
+torch::Tensor LaunchRope(CachedKernelOps::State& state, const torch::Tensor& x_in, const nn::RopeTables& rope,
+                         float sign) {
+  const bool heads_addressable = x_in.stride(2) == 1 && x_in.stride(0) % 8 == 0 && x_in.stride(1) % 8 == 0 &&
+                                 reinterpret_cast<std::uintptr_t>(x_in.data_ptr()) % 16 == 0;
+  const auto x = heads_addressable ? x_in : x_in.contiguous();
+  const auto cos = rope.cos.contiguous(), sin = rope.sin.contiguous();
+  auto out = torch::empty(x.sizes(), x.options().memory_format(torch::MemoryFormat::Contiguous));
+  rope::RopeArgs a;
+  a.x = Ptr(x), a.cos = Ptr(cos), a.sin = Ptr(sin), a.out = Ptr(out);
+  a.x_token_stride = x.stride(0), a.x_head_stride = x.stride(1);
+  a.tokens = x.size(0), a.heads = x.size(1), a.head_dim = x.size(2), a.rotary_dim = rope.rotary_dim;
+  a.sign = sign;
+  const auto [winner, operation] = state.Winner(setup::OpShape::Rope(a.tokens, a.heads, a.head_dim, a.rotary_dim));
+  Check(rope::LaunchRope(winner, a, CurrentStream(state, x.device())), operation);
+  return out;
+}
+
+// The drafter's rope as an autograd function: forward rotates x by theta, backward dy by -theta (the rotation's
+// transpose), both through the rope winner.
+class TrainedRopeFunction : public torch::autograd::Function<TrainedRopeFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& cos,
+                               const torch::Tensor& sin, std::int64_t rotary_dim, std::int64_t state_address) {
+    auto& state = *reinterpret_cast<CachedKernelOps::State*>(state_address);
+    const nn::RopeTables rope{cos, sin, rotary_dim};
+    ctx->save_for_backward({cos, sin});
+    ctx->saved_data["state"] = state_address;
+    ctx->saved_data["rotary_dim"] = rotary_dim;
+    return LaunchRope(state, x, rope, 1.0f);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    auto& state = *reinterpret_cast<CachedKernelOps::State*>(ctx->saved_data["state"].toInt());
+    const nn::RopeTables rope{saved[0], saved[1], ctx->saved_data["rotary_dim"].toInt()};
+    const auto dx = LaunchRope(state, grads[0].to(torch::kBFloat16), rope, -1.0f);
+    return {dx, {}, {}, {}, {}};
+  }
+};
+
+}  // namespace
+
 torch::Tensor CachedKernelOps::TrainedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
   const bool served = x.is_cuda() && x.scalar_type() == torch::kBFloat16 &&
                       (weight.scalar_type() == torch::kFloat || weight.scalar_type() == torch::kBFloat16);
   if (!served) return DrafterOps::TrainedRmsNorm(x, weight, eps);
   const c10::DeviceGuard guard(x.device());
   return TrainedRmsNormFunction::apply(x, weight, reinterpret_cast<std::int64_t>(state_.get()), eps);
+}
+
+torch::Tensor CachedKernelOps::Rope(const torch::Tensor& x, const nn::RopeTables& rope) {
+  if (!RopeServes(*state_, x, rope)) return TargetOps::Rope(x, rope);
+  const c10::DeviceGuard guard(x.device());
+  const torch::NoGradGuard no_grad;
+  return LaunchRope(*state_, x, rope, 1.0f);
+}
+
+torch::Tensor CachedKernelOps::TrainedRope(const torch::Tensor& x, const nn::RopeTables& rope) {
+  if (!RopeServes(*state_, x, rope)) return DrafterOps::TrainedRope(x, rope);
+  const c10::DeviceGuard guard(x.device());
+  return TrainedRopeFunction::apply(x, rope.cos.detach(), rope.sin.detach(), rope.rotary_dim,
+                                    reinterpret_cast<std::int64_t>(state_.get()));
 }
 
 torch::Tensor CachedKernelOps::RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps,

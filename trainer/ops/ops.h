@@ -71,6 +71,8 @@ class TargetOps {
   // nn::GatedRmsNorm (the standard norm times silu(gate), in fp32) over the last dim, in x's dtype, forward only.
   virtual torch::Tensor GatedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& gate,
                                      double eps);
+  // nn::ApplyRope of x [T, H, D] with rope's tables, forward only.
+  virtual torch::Tensor Rope(const torch::Tensor& x, const nn::RopeTables& rope);
 };
 
 // The loss's row-wise pass over one chunk of fp32 logits [c, V] (spec §5): per row w * CE (0 for label -100 or
@@ -98,6 +100,8 @@ class DrafterOps {
   // nn::RmsNorm (standard kind) over the last dim, differentiable in x and weight: the drafter's trained norms (x
   // in the compute dtype, weight the fp32 master).
   virtual torch::Tensor TrainedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+  // nn::ApplyRope of x [T, H, D] with rope's tables, differentiable in x: the drafter's q and k.
+  virtual torch::Tensor TrainedRope(const torch::Tensor& x, const nn::RopeTables& rope);
 
   // ReferenceCrossEntropy's contract.
   virtual CrossEntropyRows CrossEntropy(const torch::Tensor& logits, const torch::Tensor& labels,

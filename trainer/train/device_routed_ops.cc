@@ -61,6 +61,14 @@ torch::Tensor DeviceRoutedOps::TrainedRmsNorm(const torch::Tensor& x, const torc
   return For(x, "trained rms norm").TrainedRmsNorm(x, weight, eps);
 }
 
+torch::Tensor DeviceRoutedOps::Rope(const torch::Tensor& x, const nn::RopeTables& rope) {
+  return For(x, "rope").Rope(x, rope);
+}
+
+torch::Tensor DeviceRoutedOps::TrainedRope(const torch::Tensor& x, const nn::RopeTables& rope) {
+  return For(x, "trained rope").TrainedRope(x, rope);
+}
+
 CrossEntropyRows DeviceRoutedOps::CrossEntropy(const torch::Tensor& logits, const torch::Tensor& labels,
                                                const torch::Tensor& weights, double grad_scale, bool with_grad,
                                                torch::Dtype grad_dtype) {
