@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "kernels/gdn/gdn_problem.h"
+#include "kernels/rmsnorm/rmsnorm_bwd_space.h"
 
 namespace dflash::setup {
 namespace {
@@ -60,18 +61,23 @@ void AddTargetNormShapes(const TrainingSetup& s, std::vector<OpShape>& shapes) {
 
 // The drafter's norms (models/drafter.cc), trained with fp32 master weights: the context norm over [S, hidden], the
 // input / post-attention / final norms over the N*B block rows, q norms over [N*B * heads, head_dim], k norms over
-// the context and block rows [(S + N*B) * kv_heads, head_dim]. Standard kind.
+// the context and block rows [(S + N*B) * kv_heads, head_dim]. Standard kind. Rows wider than the backward serves
+// (rmsnorm::BwdServes) run LibTorch's chain: no key.
 void AddDrafterNormShapes(const TrainingSetup& s, std::vector<OpShape>& shapes) {
   if (!s.drafter) return;
   const DrafterConfig& d = *s.drafter;
   const auto standard = rmsnorm::Kind::kStandard;
   const auto fp32 = rmsnorm::WeightDtype::kFp32;
   const std::int64_t block_rows = s.num_anchors * d.block_size;
-  shapes.push_back(OpShape::TrainedRmsNorm(s.max_length, d.hidden_size, standard, fp32));
-  shapes.push_back(OpShape::TrainedRmsNorm(block_rows, d.hidden_size, standard, fp32));
-  shapes.push_back(OpShape::TrainedRmsNorm(block_rows * d.num_attention_heads, d.head_dim, standard, fp32));
-  shapes.push_back(
-      OpShape::TrainedRmsNorm((s.max_length + block_rows) * d.num_key_value_heads, d.head_dim, standard, fp32));
+  if (rmsnorm::BwdServes(d.hidden_size, fp32)) {
+    shapes.push_back(OpShape::TrainedRmsNorm(s.max_length, d.hidden_size, standard, fp32));
+    shapes.push_back(OpShape::TrainedRmsNorm(block_rows, d.hidden_size, standard, fp32));
+  }
+  if (rmsnorm::BwdServes(d.head_dim, fp32)) {
+    shapes.push_back(OpShape::TrainedRmsNorm(block_rows * d.num_attention_heads, d.head_dim, standard, fp32));
+    shapes.push_back(
+        OpShape::TrainedRmsNorm((s.max_length + block_rows) * d.num_key_value_heads, d.head_dim, standard, fp32));
+  }
 }
 
 // The rotary embeddings (one kernel serves forward and backward): the target's q and k over its tokens (the

@@ -1,8 +1,8 @@
 // The rmsnorm_bwd family's problem and tuning space: the backward of the plain norm (no residual, no gate) that the
 // drafter's trained norms need (rmsnorm_bwd.cuh), dx and per-block partial sums of dw.
-// Problem JSON: {"rows": R >= 1, "cols": N (a multiple of 8 in [8, 16384]), "kind": "standard" | "zero_centred",
+// Problem JSON: {"rows": R >= 1, "cols": N (a multiple of 8 in [8, 8192]), "kind": "standard" | "zero_centred",
 // "weight": "bf16" | "fp32", "dtype": "bf16"}; "rows", "cols" and "kind" required, "weight" and "dtype" default to
-// "bf16"; any other field is an error. Bucket: rows rounded up to a power of two (at least 1024), the rest exact.
+// "bf16"; any other field is an error, and so are more than kMaxBwdCols cols. Bucket: rows rounded up to a power of two (at least 1024), the rest exact.
 // Space: the forward's three parameters (threads, row_threads, vec: rmsnorm_config.h) plus
 //   row_groups   row groups (of threads / row_threads rows) each block walks, keeping its dw sums in registers;
 //                the grid is ceil(groups / row_groups) blocks, and dw_partial has grid * rows-per-block rows
@@ -20,6 +20,12 @@
 #include "tuner/kernel_family.h"
 
 namespace dflash::rmsnorm {
+
+// The widest rows a config holds in registers without spilling: 8192 cols (16 elements a thread of 512, or 32 of
+// 256, within the register estimate). Wider rows are not problems of this family: the training setup requests no key
+// and the trainer runs LibTorch's backward for them.
+constexpr std::int64_t kMaxBwdCols = 8192;
+bool BwdServes(std::int64_t cols, WeightDtype weight);
 
 struct BwdProblemSpec {
   std::int64_t rows = 0;
@@ -54,7 +60,8 @@ std::string BwdInvalidReasonFor(const tuner::Config& config, const BwdProblemSpe
 std::int64_t BwdGridBlocks(const BwdGeometry& g, std::int64_t rows);
 std::int64_t DwPartialRows(const BwdGeometry& g, std::int64_t rows);
 // "dflash_rmsnorm::rmsnorm_bwd<5120, 8, 256, 256, 1, 0, 1>": cols, vec, row_threads, threads, blocks per SM for
-// __launch_bounds__, kind, fp32 weight.
+// __launch_bounds__ (always 1: with the backward's register estimate no row fits the 64-register cap of the
+// forward's several-blocks rule, rmsnorm_config.h MinBlocksPerSm), kind, fp32 weight.
 std::string BwdKernelNameExpression(const BwdGeometry& g, const BwdProblemSpec& spec);
 // Best guesses, best first: 16-byte vectors, the row split with the fewest idle vector slots, 8 row groups.
 std::vector<tuner::Config> BwdSeedConfigsFor(const BwdProblemSpec& bucket);

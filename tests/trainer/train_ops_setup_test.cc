@@ -17,6 +17,7 @@ namespace {
 
 setup::DrafterConfig SlidingAndFullDrafter() {
   setup::DrafterConfig d;
+  d.hidden_size = 256;
   d.num_attention_heads = 32;
   d.num_key_value_heads = 8;
   d.head_dim = 128;

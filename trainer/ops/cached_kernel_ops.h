@@ -73,8 +73,8 @@ class CachedKernelOps final : public Ops {
   torch::Tensor GatedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& gate,
                              double eps) override;
   // The drafter's trained norms: forward the rmsnorm winner, backward the rmsnorm_bwd winner (dx, and dw as the
-  // column sums of its partial rows), on bf16 x with an fp32 or bf16 weight; any other dtype runs the LibTorch
-  // default (DrafterOps::TrainedRmsNorm).
+  // column sums of its partial rows), on bf16 x with an fp32 or bf16 weight; any other dtype, or rows wider than
+  // the backward serves (rmsnorm::BwdServes), run the LibTorch default (DrafterOps::TrainedRmsNorm).
   torch::Tensor TrainedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) override;
   // The rope family on bf16 x [T, H, D] (heads addressed by token and head strides, else copied) with fp32 tables;
   // TrainedRope's backward is the same kernel rotating dy by -theta. Dims rope::Supported does not serve, or other

@@ -44,7 +44,8 @@ std::vector<Case> Cases() {
       {{1001, 128, std_, fp32}, big_eps, "drafter q / k norm, eps 0.25"},
       {{2000, 128, std_, fp32}, padded, "drafter q / k norm, padded rows"},
       {{333, 5120, zc, bf16}, padded, "zero-centred bf16 weight, padded rows"},
-      {{5, 16384, std_, fp32}, plain, "16384 cols"},
+      {{5, kMaxBwdCols, std_, fp32}, plain, "the widest rows, fp32 weights"},
+      {{5, kMaxBwdCols, zc, bf16}, padded, "the widest rows, bf16 weights, padded"},
       {{37, 8, zc, fp32}, padded, "8 cols, zero-centred"},
   };
 }

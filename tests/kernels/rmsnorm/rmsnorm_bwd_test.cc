@@ -37,6 +37,13 @@ TEST(RmsNormBwdProblem, RefusesWhatTheBackwardDoesNotServe) {
   no_kind.erase("kind");
   EXPECT_NE(message(no_kind).find("missing field \"kind\""), std::string::npos) << message(no_kind);
   EXPECT_EQ(message(no_kind).rfind("rmsnorm_bwd problem: ", 0), 0u) << message(no_kind);
+  tuner::Problem wide = base;
+  wide["cols"] = 8200;
+  EXPECT_NE(message(wide).find("more than 8192"), std::string::npos) << message(wide);
+  wide["cols"] = 8192;
+  EXPECT_TRUE(ParseBwdProblem(wide).ok());
+  EXPECT_TRUE(BwdServes(8192, WeightDtype::kFp32));
+  EXPECT_FALSE(BwdServes(8200, WeightDtype::kBf16));
   tuner::Problem fp16 = base;
   fp16["dtype"] = "fp16";
   EXPECT_EQ(ParseBwdProblem(fp16).status().code(), ErrorCode::kInvalidArgument);
@@ -95,11 +102,6 @@ TEST(RmsNormBwdSpace, TheGridAndThePartialRowsFollowTheRowGroups) {
   EXPECT_EQ(BwdKernelNameExpression(*BwdGeometryOf(C(8, 256, 256, 8)),
                                     BwdProblemSpec{8192, 5120, Kind::kStandard, WeightDtype::kFp32}),
             "dflash_rmsnorm::rmsnorm_bwd<5120, 8, 256, 256, 1, 0, 1>");
-  // Few registers a thread (4 elements): four 256-thread blocks stay resident per SM; 8 elements exceed the
-  // 64-register estimate (8 + 8 + 4 + 48), one block a SM.
-  EXPECT_EQ(BwdKernelNameExpression(*BwdGeometryOf(C(8, 16, 256, 4)),
-                                    BwdProblemSpec{1024, 64, Kind::kZeroCentred, WeightDtype::kBf16}),
-            "dflash_rmsnorm::rmsnorm_bwd<64, 4, 16, 256, 4, 1, 0>");
   EXPECT_EQ(BwdKernelNameExpression(*BwdGeometryOf(C(8, 16, 256, 8)),
                                     BwdProblemSpec{1024, 128, Kind::kZeroCentred, WeightDtype::kBf16}),
             "dflash_rmsnorm::rmsnorm_bwd<128, 8, 16, 256, 1, 1, 0>");

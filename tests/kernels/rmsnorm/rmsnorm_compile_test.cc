@@ -127,7 +127,8 @@ std::vector<BwdProblemSpec> BwdBuckets() {
       {8192, 5120, Kind::kStandard, WeightDtype::kFp32},      // drafter hidden norms
       {262144, 128, Kind::kStandard, WeightDtype::kFp32},     // drafter q / k norms
       {4096, 5120, Kind::kZeroCentred, WeightDtype::kBf16},
-      {1024, 16384, Kind::kStandard, WeightDtype::kFp32},
+      {1024, kMaxBwdCols, Kind::kStandard, WeightDtype::kFp32},
+      {1024, kMaxBwdCols, Kind::kZeroCentred, WeightDtype::kBf16},
       {1024, 8, Kind::kZeroCentred, WeightDtype::kBf16},
   };
 }
@@ -141,6 +142,9 @@ void CompileBwdBuckets(const std::string& arch) {
   std::set<std::string> seen;
   for (const BwdProblemSpec& spec : BwdBuckets()) {
     const tuner::Problem bucket = *family.Bucket(ToJson(spec));
+    std::size_t valid = 0;
+    for (const tuner::Config& config : tuner::EnumerateSpace(family)) valid += family.InvalidReason(config, bucket).empty();
+    EXPECT_GT(valid, 0u) << "no valid config for " << bucket.dump();
     for (const tuner::Config& config : tuner::EnumerateSpace(family)) {
       if (!family.InvalidReason(config, bucket).empty()) continue;
       const tuner::CompileSpec compile = family.MakeCompileSpec(config, bucket);
