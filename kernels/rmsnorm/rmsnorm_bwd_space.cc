@@ -71,7 +71,7 @@ tuner::Problem MakeBwdProblem(std::int64_t rows, std::int64_t cols, Kind kind, W
 
 std::vector<tuner::TunableParam> BwdParams() {
   std::vector<tuner::TunableParam> p = Params();
-  p.insert(p.begin(), {"row_groups", {1, 2, 4, 8, 16, 32, 64}, "row groups each block walks (its dw sums stay in registers)"});
+  p.insert(p.begin(), {"row_groups", {4, 16, 64}, "row groups each block walks (its dw sums stay in registers)"});
   return p;
 }
 
@@ -129,7 +129,7 @@ std::vector<tuner::Config> BwdSeedConfigsFor(const BwdProblemSpec& bucket) {
   // The 16-byte splits of a row, fewest idle vector slots first, then closest to 2 vectors per thread.
   std::vector<std::tuple<std::int64_t, int, int>> splits;  // (idle slots, |vectors per thread - 2|, row_threads)
   for (std::int64_t rt : Params()[0].values) {
-    const tuner::Config c = ConfigOf(static_cast<int>(std::max<std::int64_t>(rt, 256)), static_cast<int>(rt), 8, 8);
+    const tuner::Config c = ConfigOf(static_cast<int>(std::max<std::int64_t>(rt, 256)), static_cast<int>(rt), 8, 16);
     if (!BwdInvalidReasonFor(c, bucket).empty()) continue;
     const int vpt = VectorsPerThread(BwdGeometryOf(c)->row, bucket.cols);
     splits.emplace_back(vpt * rt - bucket.cols / 8, std::abs(vpt - 2), static_cast<int>(rt));
@@ -142,10 +142,10 @@ std::vector<tuner::Config> BwdSeedConfigsFor(const BwdProblemSpec& bucket) {
       seeds.push_back(c);
   };
   if (!splits.empty()) {
-    add(256, std::get<2>(splits[0]), 8);
-    add(256, std::get<2>(splits[0]), 32);
+    add(256, std::get<2>(splits[0]), 16);
+    add(256, std::get<2>(splits[0]), 64);
   }
-  if (splits.size() > 1) add(256, std::get<2>(splits[1]), 8);
+  if (splits.size() > 1) add(256, std::get<2>(splits[1]), 16);
   return seeds;
 }
 

@@ -63,7 +63,7 @@ std::int64_t DwPartialRows(const BwdGeometry& g, std::int64_t rows);
 // __launch_bounds__ (always 1: with the backward's register estimate no row fits the 64-register cap of the
 // forward's several-blocks rule, rmsnorm_config.h MinBlocksPerSm), kind, fp32 weight.
 std::string BwdKernelNameExpression(const BwdGeometry& g, const BwdProblemSpec& spec);
-// Best guesses, best first: 16-byte vectors, the row split with the fewest idle vector slots, 8 row groups.
+// Best guesses, best first: 16-byte vectors, the row split with the fewest idle vector slots, 16 row groups.
 std::vector<tuner::Config> BwdSeedConfigsFor(const BwdProblemSpec& bucket);
 
 }  // namespace dflash::rmsnorm

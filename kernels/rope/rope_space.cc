@@ -75,7 +75,7 @@ tuner::Problem MakeProblem(std::int64_t tokens, std::int64_t heads, std::int64_t
 
 std::vector<tuner::TunableParam> Params() {
   return {
-      {"items", {1, 2, 4, 8}, "work items per thread (grid-stride)"},
+      {"items", {1, 4}, "work items per thread (grid-stride)"},
       {"threads", {128, 256, 512}, "threads per block"},
       {"vec", {4, 8}, "bf16 elements per vector access (8 = 16 bytes)"},
   };

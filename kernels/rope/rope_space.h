@@ -6,7 +6,7 @@
 // Space:
 //   threads   threads per block
 //   vec       bf16 elements per vector access (4 = 8 bytes, 8 = 16 bytes; the tables are read as float4)
-//   items     work items per thread (the grid is ceil(items of the launch / (threads * items)) blocks, walked
+//   items     work items per thread (1 or 4) (the grid is ceil(items of the launch / (threads * items)) blocks, walked
 //             grid-stride, so any value is correct for any launch)
 // A work item is VEC pairs of one head's rotated part, or VEC elements of its unrotated tail.
 // Who may call it: the family, the API, tests. Thread-safety: pure functions.

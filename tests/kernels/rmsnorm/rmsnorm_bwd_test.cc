@@ -66,15 +66,15 @@ tuner::Config C(int row_groups, int row_threads, int threads, int vec) {
 
 TEST(RmsNormBwdSpace, ValidityRules) {
   const BwdProblemSpec hidden{8192, 5120, Kind::kStandard, WeightDtype::kFp32};
-  EXPECT_EQ(BwdInvalidReasonFor(C(8, 256, 256, 8), hidden), "");  // 3 vectors = 24 elements a thread
-  EXPECT_NE(BwdInvalidReasonFor(C(8, 128, 128, 8), hidden).find("40 elements per thread > 32"), std::string::npos);
-  EXPECT_NE(BwdInvalidReasonFor(C(8, 512, 256, 8), hidden).find("row_threads=512 > threads=256"), std::string::npos);
+  EXPECT_EQ(BwdInvalidReasonFor(C(16, 256, 256, 8), hidden), "");  // 3 vectors = 24 elements a thread
+  EXPECT_NE(BwdInvalidReasonFor(C(16, 128, 128, 8), hidden).find("40 elements per thread > 32"), std::string::npos);
+  EXPECT_NE(BwdInvalidReasonFor(C(16, 512, 256, 8), hidden).find("row_threads=512 > threads=256"), std::string::npos);
   EXPECT_NE(BwdInvalidReasonFor(C(3, 256, 256, 8), hidden).find("row_groups"), std::string::npos);
-  EXPECT_NE(BwdInvalidReasonFor(C(8, 256, 1024, 8), hidden).find("registers per thread"), std::string::npos)
-      << BwdInvalidReasonFor(C(8, 256, 1024, 8), hidden);
+  EXPECT_NE(BwdInvalidReasonFor(C(16, 256, 1024, 8), hidden).find("registers per thread"), std::string::npos)
+      << BwdInvalidReasonFor(C(16, 256, 1024, 8), hidden);
   const BwdProblemSpec head{262144, 128, Kind::kStandard, WeightDtype::kFp32};
-  EXPECT_EQ(BwdInvalidReasonFor(C(8, 8, 256, 8), head), "");
-  EXPECT_NE(BwdInvalidReasonFor(C(8, 32, 256, 8), head).find("some threads of every row would hold nothing"),
+  EXPECT_EQ(BwdInvalidReasonFor(C(16, 8, 256, 8), head), "");
+  EXPECT_NE(BwdInvalidReasonFor(C(16, 32, 256, 8), head).find("some threads of every row would hold nothing"),
             std::string::npos);
   // Every seed is a valid point; the family refuses a bucket of another family.
   for (const BwdProblemSpec& b : {hidden, head}) {
@@ -82,7 +82,7 @@ TEST(RmsNormBwdSpace, ValidityRules) {
     ASSERT_FALSE(seeds.empty());
     for (const auto& s : seeds) EXPECT_EQ(BackwardFamily().InvalidReason(s, ToJson(b)), "") << tuner::ConfigLabel(s);
   }
-  EXPECT_NE(BackwardFamily().InvalidReason(C(8, 8, 256, 8), {{"rows", 1024}, {"cols", 128}, {"kind", "standard"},
+  EXPECT_NE(BackwardFamily().InvalidReason(C(16, 8, 256, 8), {{"rows", 1024}, {"cols", 128}, {"kind", "standard"},
                                                               {"residual", true}}).find("not a rmsnorm_bwd bucket"),
             std::string::npos);
   std::size_t valid = 0;
@@ -91,18 +91,18 @@ TEST(RmsNormBwdSpace, ValidityRules) {
 }
 
 TEST(RmsNormBwdSpace, TheGridAndThePartialRowsFollowTheRowGroups) {
-  const BwdGeometry g = *BwdGeometryOf(C(8, 8, 256, 8));  // 32 rows a block, 8 groups: 256 rows a block
+  const BwdGeometry g = *BwdGeometryOf(C(16, 8, 256, 8));  // 32 rows a group, 16 groups: 512 rows a block
   EXPECT_EQ(g.row.rows_per_block, 32);
-  EXPECT_EQ(BwdGridBlocks(g, 262144), 1024);
-  EXPECT_EQ(DwPartialRows(g, 262144), 1024 * 32);
+  EXPECT_EQ(BwdGridBlocks(g, 262144), 512);
+  EXPECT_EQ(DwPartialRows(g, 262144), 512 * 32);
   EXPECT_EQ(BwdGridBlocks(g, 1), 1);
   EXPECT_EQ(DwPartialRows(g, 1), 32);
-  EXPECT_EQ(BwdGridBlocks(g, 257), 2);
+  EXPECT_EQ(BwdGridBlocks(g, 513), 2);
   EXPECT_EQ(BwdGridBlocks(g, 0), 0);
-  EXPECT_EQ(BwdKernelNameExpression(*BwdGeometryOf(C(8, 256, 256, 8)),
+  EXPECT_EQ(BwdKernelNameExpression(*BwdGeometryOf(C(16, 256, 256, 8)),
                                     BwdProblemSpec{8192, 5120, Kind::kStandard, WeightDtype::kFp32}),
             "dflash_rmsnorm::rmsnorm_bwd<5120, 8, 256, 256, 1, 0, 1>");
-  EXPECT_EQ(BwdKernelNameExpression(*BwdGeometryOf(C(8, 16, 256, 8)),
+  EXPECT_EQ(BwdKernelNameExpression(*BwdGeometryOf(C(16, 16, 256, 8)),
                                     BwdProblemSpec{1024, 128, Kind::kZeroCentred, WeightDtype::kBf16}),
             "dflash_rmsnorm::rmsnorm_bwd<128, 8, 16, 256, 1, 1, 0>");
 }
