@@ -1,7 +1,9 @@
-// bf16 <-> float conversions for the host side of every kernel family (inputs, references, checks).
-// Round to nearest even; NaN stays a (quiet) NaN. Thread-safety: pure functions.
+// bf16 <-> float conversions for the host side of every kernel family (inputs, references, checks), and the spacing
+// of bf16 values (the unit of the checks' tolerances). Round to nearest even; NaN stays a (quiet) NaN.
+// Thread-safety: pure functions.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -20,6 +22,16 @@ inline std::uint16_t FloatToBf16(float f) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<std::uint16_t>(u >> 16);
+}
+
+// The spacing of bf16 values at |v|: 2^(e - 7) for a normal |v| = 1.m * 2^e; 2^-133 (the subnormal spacing) below
+// 2^-126.
+inline double Bf16Ulp(double v) {
+  const double a = std::fabs(v);
+  if (a < 0x1p-126) return 0x1p-133;
+  int e = 0;
+  std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1)
+  return std::ldexp(1.0, e - 8);
 }
 
 }  // namespace dflash

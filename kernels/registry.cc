@@ -5,15 +5,18 @@
 #include "kernels/attention/attention_family.h"
 #include "kernels/conv1d/conv1d_family.h"
 #include "kernels/gdn/gdn_family.h"
+#include "kernels/rmsnorm/rmsnorm_bwd_family.h"
 #include "kernels/rmsnorm/rmsnorm_family.h"
+#include "kernels/rope/rope_family.h"
 #include "kernels/xent/xent_family.h"
 
 namespace dflash::kernels {
 
 std::span<const tuner::KernelFamily* const> AllFamilies() {
-  static const std::array<const tuner::KernelFamily*, 6> kFamilies = {
+  static const std::array<const tuner::KernelFamily*, 8> kFamilies = {
       &conv1d::Family(), &gdn::ChunkedForwardFamily(), &attention::ForwardFamily(), &attention::BackwardFamily(),
-      &rmsnorm::Family(), &xent::Family()};
+      &rmsnorm::Family(), &rmsnorm::BackwardFamily(), &rope::Family(),
+      &xent::Family()};
   return kFamilies;
 }
 

@@ -6,7 +6,9 @@
 #include "kernels/attention/attention_params.cuh"
 #include "kernels/conv1d/conv1d_family.h"
 #include "kernels/gdn/gdn_family.h"
+#include "kernels/rmsnorm/rmsnorm_bwd_family.h"
 #include "kernels/rmsnorm/rmsnorm_family.h"
+#include "kernels/rope/rope_family.h"
 #include "kernels/xent/xent_family.h"
 
 namespace dflash::setup {
@@ -19,6 +21,7 @@ const char* OpName(OpKind op) {
     case OpKind::kGatedDeltaRule: return "gated_delta_rule";
     case OpKind::kRmsNorm: return "rms_norm";
     case OpKind::kCrossEntropy: return "cross_entropy";
+    case OpKind::kRope: return "rope";
   }
   return "unknown";
 }
@@ -32,7 +35,8 @@ OpShape::Key OpShape::key() const {
           conv1d.num_seqs, static_cast<std::int64_t>(conv1d.layout), gdn.heads, gdn.value_heads, gdn.tokens,
           gdn.num_seqs, gdn.initial_state, gdn.final_state, rmsnorm.rows, rmsnorm.cols,
           static_cast<std::int64_t>(rmsnorm.kind), rmsnorm.residual, rmsnorm.gate,
-          static_cast<std::int64_t>(rmsnorm.weight), xent.rows, xent.vocab, xent.grad, 0, 0};
+          static_cast<std::int64_t>(rmsnorm.weight), xent.rows, xent.vocab, xent.grad, rmsnorm_trained, rope.tokens, rope.heads, rope.head_dim,
+          rope.rotary_dim, 0};
 }
 
 OpShape OpShape::DraftAttention(std::int64_t context_len, std::int64_t num_blocks, std::int64_t block_size,
@@ -100,6 +104,20 @@ OpShape OpShape::RmsNorm(std::int64_t rows, std::int64_t cols, rmsnorm::Kind kin
   return s;
 }
 
+OpShape OpShape::TrainedRmsNorm(std::int64_t rows, std::int64_t cols, rmsnorm::Kind kind,
+                                rmsnorm::WeightDtype weight) {
+  OpShape s = RmsNorm(rows, cols, kind, false, false, weight);
+  s.rmsnorm_trained = true;
+  return s;
+}
+
+OpShape OpShape::Rope(std::int64_t tokens, std::int64_t heads, std::int64_t head_dim, std::int64_t rotary_dim) {
+  OpShape s;
+  s.op = OpKind::kRope;
+  s.rope = {tokens, heads, head_dim, rotary_dim};
+  return s;
+}
+
 OpShape OpShape::CrossEntropy(std::int64_t rows, std::int64_t vocab) {
   OpShape s;
   s.op = OpKind::kCrossEntropy;
@@ -116,7 +134,8 @@ bool PackedRows(const OpShape& shape) {
     case OpKind::kConv1d: return shape.conv1d.num_seqs > 1;
     case OpKind::kGatedDeltaRule: return shape.gdn.num_seqs > 1;
     case OpKind::kRmsNorm:
-    case OpKind::kCrossEntropy: return false;  // row-wise: one key for padded and packed rows
+    case OpKind::kCrossEntropy:
+    case OpKind::kRope: return false;  // row-wise: one key for padded and packed rows
   }
   return false;
 }
@@ -137,10 +156,17 @@ std::vector<KernelRequest> KernelRequestsFor(const OpShape& shape) {
     case OpKind::kRmsNorm: {
       const rmsnorm::ProblemSpec& r = shape.rmsnorm;
       const std::string what = r.gate ? " (gated)" : r.residual ? " (residual add)" : "";
-      return {{op + what + " " + std::to_string(r.cols), &rmsnorm::Family(), rmsnorm::ToJson(r)}};
+      const std::string name = op + what + " " + std::to_string(r.cols);
+      if (!shape.rmsnorm_trained) return {{name, &rmsnorm::Family(), rmsnorm::ToJson(r)}};
+      return {{name + " forward", &rmsnorm::Family(), rmsnorm::ToJson(r)},
+              {name + " backward", &rmsnorm::BackwardFamily(),
+               rmsnorm::MakeBwdProblem(r.rows, r.cols, r.kind, r.weight)}};
     }
     case OpKind::kCrossEntropy:
       return {{op, &xent::Family(), xent::ToJson(shape.xent)}};
+    case OpKind::kRope:
+      return {{op + " " + std::to_string(shape.rope.heads) + "x" + std::to_string(shape.rope.head_dim), &rope::Family(),
+               rope::ToJson(shape.rope)}};
   }
   return {};
 }

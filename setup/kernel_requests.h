@@ -14,13 +14,14 @@
 #include "kernels/conv1d/conv1d_problem.h"
 #include "kernels/gdn/gdn_problem.h"
 #include "kernels/rmsnorm/rmsnorm_problem.h"
+#include "kernels/rope/rope_space.h"
 #include "kernels/xent/xent_problem.h"
 #include "tuner/kernel_family.h"
 
 namespace dflash::setup {
 
-enum class OpKind { kDraftAttention, kCausalAttention, kConv1d, kGatedDeltaRule, kRmsNorm, kCrossEntropy };
-// "draft_attention", "causal_attention", "conv1d", "gated_delta_rule", "rms_norm", "cross_entropy"
+enum class OpKind { kDraftAttention, kCausalAttention, kConv1d, kGatedDeltaRule, kRmsNorm, kCrossEntropy, kRope };
+// "draft_attention", "causal_attention", "conv1d", "gated_delta_rule", "rms_norm", "cross_entropy", "rope"
 const char* OpName(OpKind op);
 
 // Packed rows hold a different number of documents each. Their problems (doc-causal attention, conv1d, gated delta
@@ -36,10 +37,12 @@ struct OpShape {
   conv1d::ProblemSpec conv1d;
   gdn::ProblemSpec gdn;
   rmsnorm::ProblemSpec rmsnorm;
+  bool rmsnorm_trained = false;  // rms norm: the weight and input are trained (a backward runs too)
   xent::ProblemSpec xent;
+  rope::ProblemSpec rope;
 
   // Every field as numbers: equal keys are equal shapes (a map key for callers that resolve each shape once).
-  using Key = std::array<std::int64_t, 34>;
+  using Key = std::array<std::int64_t, 38>;
   Key key() const;
 
   // Drafter attention over S context rows and N blocks of B rows; window 0 = the full mask. `packed_rows`: the
@@ -59,6 +62,12 @@ struct OpShape {
   // RMS norm of `rows` rows of `cols` (TargetOps::RmsNorm, AddRmsNorm with `residual`, GatedRmsNorm with `gate`).
   static OpShape RmsNorm(std::int64_t rows, std::int64_t cols, rmsnorm::Kind kind, bool residual, bool gate,
                          rmsnorm::WeightDtype weight);
+  // A trained RMS norm (DrafterOps::TrainedRmsNorm: the drafter's norms, weights the fp32 masters): its forward and
+  // its backward (no residual, no gate).
+  static OpShape TrainedRmsNorm(std::int64_t rows, std::int64_t cols, rmsnorm::Kind kind, rmsnorm::WeightDtype weight);
+  // The rotary embedding of `tokens` tokens of `heads` heads (TargetOps::Rope, DrafterOps::TrainedRope: forward and
+  // backward run one kernel); only for dims rope::Supported serves.
+  static OpShape Rope(std::int64_t tokens, std::int64_t heads, std::int64_t head_dim, std::int64_t rotary_dim);
   // The loss's row-wise pass over `rows` rows of `vocab` logits, with the logits' gradient (DrafterOps::CrossEntropy).
   static OpShape CrossEntropy(std::int64_t rows, std::int64_t vocab);
 };
@@ -70,7 +79,8 @@ struct KernelRequest {
 };
 
 // The kernels `shape` launches: draft attention -> attention_fwd and attention_bwd; causal attention ->
-// attention_fwd; conv1d -> conv1d; gated delta rule -> gdn; rms norm -> rmsnorm; cross-entropy -> xent.
+// attention_fwd; conv1d -> conv1d; gated delta rule -> gdn; rms norm -> rmsnorm (and rmsnorm_bwd when trained);
+// cross-entropy -> xent; rope -> rope.
 std::vector<KernelRequest> KernelRequestsFor(const OpShape& shape);
 // The requests of every shape, in order (repeats kept: CachedKernelOps::Prepare reports each key once).
 std::vector<KernelRequest> KernelRequestsFor(const std::vector<OpShape>& shapes);

@@ -164,6 +164,10 @@ Result<std::vector<std::int64_t>> ResolveTappedLayers(const DrafterConfig& draft
   return drafter.target_layer_ids;
 }
 
+std::int64_t TargetRotaryDim(const TargetConfig& c) {
+  return static_cast<std::int64_t>(static_cast<double>(c.head_dim) * c.partial_rotary_factor);
+}
+
 Result<TargetConfig> ParseTargetConfig(const json& root, const std::string& file) {
   if (!root.is_object()) return InvalidArgument(file + ": not a JSON object");
   TargetConfig c;

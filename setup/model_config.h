@@ -77,6 +77,9 @@ Result<std::vector<std::int64_t>> TappedLayers(std::int64_t num_target_layers, s
 // The drafter's target_layer_ids when its config has them (checked against the target), else TappedLayers.
 Result<std::vector<std::int64_t>> ResolveTappedLayers(const DrafterConfig& drafter, const TargetConfig& target);
 
+// The rotated leading dims of each full-attention head: int(head_dim * partial_rotary_factor), as HF computes it.
+std::int64_t TargetRotaryDim(const TargetConfig& config);
+
 Result<TargetConfig> ParseTargetConfig(const nlohmann::json& config, const std::string& where = "config");
 Result<DrafterConfig> ParseDrafterConfig(const nlohmann::json& config, const std::string& where = "config");
 // `path` is a config.json or a model folder holding one.

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "kernels/gdn/gdn_problem.h"
+#include "kernels/rmsnorm/rmsnorm_bwd_space.h"
 
 namespace dflash::setup {
 namespace {
@@ -58,6 +59,46 @@ void AddTargetNormShapes(const TrainingSetup& s, std::vector<OpShape>& shapes) {
   }
 }
 
+// The drafter's norms (models/drafter.cc), trained with fp32 master weights: the context norm over [S, hidden], the
+// input / post-attention / final norms over the N*B block rows, q norms over [N*B * heads, head_dim], k norms over
+// the context and block rows [(S + N*B) * kv_heads, head_dim]. Standard kind. Rows wider than the backward serves
+// (rmsnorm::BwdServes) run LibTorch's chain: no key.
+void AddDrafterNormShapes(const TrainingSetup& s, std::vector<OpShape>& shapes) {
+  if (!s.drafter) return;
+  const DrafterConfig& d = *s.drafter;
+  const auto standard = rmsnorm::Kind::kStandard;
+  const auto fp32 = rmsnorm::WeightDtype::kFp32;
+  const std::int64_t block_rows = s.num_anchors * d.block_size;
+  if (rmsnorm::BwdServes(d.hidden_size, fp32)) {
+    shapes.push_back(OpShape::TrainedRmsNorm(s.max_length, d.hidden_size, standard, fp32));
+    shapes.push_back(OpShape::TrainedRmsNorm(block_rows, d.hidden_size, standard, fp32));
+  }
+  if (rmsnorm::BwdServes(d.head_dim, fp32)) {
+    shapes.push_back(OpShape::TrainedRmsNorm(block_rows * d.num_attention_heads, d.head_dim, standard, fp32));
+    shapes.push_back(
+        OpShape::TrainedRmsNorm((s.max_length + block_rows) * d.num_key_value_heads, d.head_dim, standard, fp32));
+  }
+}
+
+// The rotary embeddings (one kernel serves forward and backward): the target's q and k over its tokens (the
+// rotated part of its heads: TargetRotaryDim), the drafter's q over the block rows and k over the context and
+// block rows (every dim rotated). Dims the rope family does not serve run LibTorch's rotation: no key.
+void AddTargetRopeShapes(const TrainingSetup& s, std::vector<OpShape>& shapes) {
+  const TargetConfig& t = s.target;
+  const std::int64_t rotary = TargetRotaryDim(t);
+  if (!rope::Supported(t.head_dim, rotary)) return;
+  shapes.push_back(OpShape::Rope(s.max_length, t.num_attention_heads, t.head_dim, rotary));
+  shapes.push_back(OpShape::Rope(s.max_length, t.num_key_value_heads, t.head_dim, rotary));
+}
+
+void AddDrafterRopeShapes(const TrainingSetup& s, std::vector<OpShape>& shapes) {
+  if (!s.drafter || !rope::Supported(s.drafter->head_dim, s.drafter->head_dim)) return;
+  const DrafterConfig& d = *s.drafter;
+  const std::int64_t block_rows = s.num_anchors * d.block_size;
+  shapes.push_back(OpShape::Rope(block_rows, d.num_attention_heads, d.head_dim, d.head_dim));
+  shapes.push_back(OpShape::Rope(s.max_length + block_rows, d.num_key_value_heads, d.head_dim, d.head_dim));
+}
+
 // The loss's chunks (train/block_loss.cc): rows of num_anchors * block_size in chunks of loss_chunk_rows. The xent
 // kernels read whole 16-byte vectors of a row: a vocabulary that is not a multiple of 4 runs LibTorch's pass instead
 // (CachedKernelOps::CrossEntropy), so it has no key.
@@ -79,6 +120,9 @@ std::vector<OpShape> OpShapesFor(const TrainingSetup& setup, OpSide side) {
     if (side != OpSide::kTarget) AddDrafterShapes(setup, packed, shapes);
   }
   if (side != OpSide::kDrafter) AddTargetNormShapes(setup, shapes);
+  if (side != OpSide::kDrafter) AddTargetRopeShapes(setup, shapes);
+  if (side != OpSide::kTarget) AddDrafterNormShapes(setup, shapes);
+  if (side != OpSide::kTarget) AddDrafterRopeShapes(setup, shapes);
   if (side != OpSide::kTarget) AddLossShapes(setup, shapes);
   return shapes;
 }

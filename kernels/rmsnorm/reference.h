@@ -46,4 +46,20 @@ std::uint16_t ResidualSum(std::uint16_t x, std::uint16_t r);
 // Preconditions (the caller's to keep): the spans cover every index the strides reach.
 ReferenceOutput ReferenceRmsNorm(const ReferenceInput& in);
 
+// The backward of the plain norm (no residual, no gate; rmsnorm_bwd.cuh), in float64 from the bf16 x and dy:
+//   n = x / sqrt(mean(x^2) + eps), g = dy * w';  dx = (g - n * mean(g * n)) / sqrt(mean(x^2) + eps);
+//   dw = sum over rows of dy * n  (w' = w standard, 1 + w zero-centred: the same dw).
+// `in.residual` and `in.gate` must be empty; dy has its own stride.
+// dx_scale and dw_abs are the magnitudes the terms of each result reach (what an fp32 kernel's rounding errors scale
+// with, for tolerances): dx_scale[i] = (max |g| + max |n| * |mean(g * n)|) / rms of row i, dw_abs[c] = sum over rows
+// of |dy * n|.
+struct ReferenceGradients {
+  std::vector<double> dx;        // [rows, cols] row-major
+  std::vector<double> dw;        // [cols]
+  std::vector<double> dx_scale;  // [rows]
+  std::vector<double> dw_abs;    // [cols]
+};
+ReferenceGradients ReferenceRmsNormBackward(const ReferenceInput& in, std::span<const std::uint16_t> dy,
+                                            std::int64_t dy_stride);
+
 }  // namespace dflash::rmsnorm

@@ -6,6 +6,7 @@
 
 #include "kernels/rmsnorm/rmsnorm_config.h"
 #include "kernels/rmsnorm/rmsnorm_params.h"
+#include "kernels/rmsnorm/row_tensors.h"
 #include "tuner/gpu_runtime.h"
 
 namespace dflash::rmsnorm {
@@ -13,42 +14,8 @@ namespace {
 
 Status Invalid(const std::string& what) { return InvalidArgument("rmsnorm launch: " + what); }
 
-constexpr std::int64_t kRowAlignBytes = 16;
-
-// The bytes a tensor occupies: `rows` runs of `row_bytes` bytes, `stride_bytes` apart.
-struct Footprint {
-  const char* name;
-  std::int64_t base;
-  std::int64_t rows;
-  std::int64_t row_bytes;
-  std::int64_t stride_bytes;
-};
-
-// Floor of a / b for b > 0.
-std::int64_t FloorDiv(std::int64_t a, std::int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-
-// True when the two footprints share a byte: exact for equal strides (row i of a meets row j of b iff
-// d - wa < (i - j) * stride < d + wb, d = b.base - a.base), by address range otherwise.
-bool Overlap(const Footprint& a, const Footprint& b) {
-  if (a.rows == 0 || b.rows == 0) return false;
-  const std::int64_t a_end = a.base + (a.rows - 1) * a.stride_bytes + a.row_bytes;
-  const std::int64_t b_end = b.base + (b.rows - 1) * b.stride_bytes + b.row_bytes;
-  if (a_end <= b.base || b_end <= a.base) return false;
-  if (a.stride_bytes != b.stride_bytes) return true;
-  const std::int64_t s = a.stride_bytes, d = b.base - a.base;
-  // The smallest k = i - j with k * s > d - a.row_bytes, within i - j in [-(b.rows - 1), a.rows - 1].
-  std::int64_t k = FloorDiv(d - a.row_bytes, s) + 1;
-  if (k < -(b.rows - 1)) k = -(b.rows - 1);
-  return k <= a.rows - 1 && k * s < d + b.row_bytes;
-}
-
 Status CheckTensor(const char* name, CUdeviceptr ptr, std::int64_t stride, std::int64_t cols) {
-  if (ptr % kRowAlignBytes != 0)
-    return Invalid(std::string(name) + " must be 16-byte aligned (rows are read and written as 16-byte vectors)");
-  if (stride < cols || stride % kColsMultiple != 0)
-    return Invalid(std::string(name) + "_stride=" + std::to_string(stride) + " must be >= cols=" +
-                   std::to_string(cols) + " and a multiple of 8 elements (16-byte aligned rows)");
-  return Status::Ok();
+  return CheckRowTensor("rmsnorm launch", name, ptr, stride, cols);
 }
 
 Footprint RowsOf(const char* name, CUdeviceptr ptr, std::int64_t stride, const RmsNormArgs& a) {
@@ -90,7 +57,7 @@ Status CheckRmsNormArgs(const RmsNormArgs& a) {
   if (a.residual != 0) DFLASH_RETURN_IF_ERROR(CheckTensor("residual", a.residual, a.residual_stride, a.cols));
   if (a.gate != 0) DFLASH_RETURN_IF_ERROR(CheckTensor("gate", a.gate, a.gate_stride, a.cols));
   if (a.sum_out != 0) DFLASH_RETURN_IF_ERROR(CheckTensor("sum_out", a.sum_out, a.sum_out_stride, a.cols));
-  if (a.weight % kRowAlignBytes != 0) return Invalid("weight must be 16-byte aligned (read as 16-byte vectors)");
+  if (a.weight % 16 != 0) return Invalid("weight must be 16-byte aligned (read as 16-byte vectors)");
 
   const std::int64_t weight_bytes = a.cols * (a.weight_dtype == WeightDtype::kFp32 ? 4 : 2);
   const Footprint out = RowsOf("out", a.out, a.out_stride, a);

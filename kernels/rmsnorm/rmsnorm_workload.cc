@@ -238,14 +238,6 @@ class RmsNormWorkload final : public tuner::Workload {
 
 }  // namespace
 
-double Bf16Ulp(double v) {
-  const double a = std::fabs(v);
-  if (a < std::ldexp(1.0, -126)) return std::ldexp(1.0, -133);
-  int e = 0;
-  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
-  return std::ldexp(1.0, e - 8);
-}
-
 Result<std::unique_ptr<tuner::Workload>> MakeRmsNormWorkload(const gpu::Context& ctx, const ProblemSpec& spec,
                                                              std::uint64_t seed, const WorkloadOptions& options) {
   for (std::int64_t pad : {options.x_pad, options.residual_pad, options.gate_pad, options.sum_out_pad,

@@ -34,9 +34,6 @@ struct WorkloadOptions {
 // z ~ -87 where the exact value is below 1e-36.
 constexpr double kAbsTol = 1e-6;
 
-// The spacing of bf16 values at |v| (2^-133, the subnormal spacing, below 2^-126).
-double Bf16Ulp(double v);
-
 Result<std::unique_ptr<tuner::Workload>> MakeRmsNormWorkload(const gpu::Context& ctx, const ProblemSpec& spec,
                                                              std::uint64_t seed, const WorkloadOptions& options = {});
 

@@ -24,15 +24,6 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 std::int64_t RoundUp4(std::int64_t v) { return (v + 3) / 4 * 4; }
 
-// One bf16 step at |v| (2^(e - 7) for a normal v = 1.m * 2^e; 2^-133 below bf16's smallest normal).
-double Bf16Ulp(double v) {
-  const double a = std::fabs(v);
-  if (a < 0x1p-126) return 0x1p-133;
-  int e = 0;
-  std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1)
-  return std::ldexp(1.0, e - 1 - 7);
-}
-
 // |got - want| within `tol`, NaN only for NaN, an infinity only for the same infinity.
 bool Matches(double got, double want, double tol) {
   if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);

@@ -65,7 +65,21 @@ std::vector<OpShape> RunShapes(const ModelShapes& s, std::int64_t tokens, std::i
   shapes.push_back(OpShape::RmsNorm(tokens * s.target_heads, s.target_dim, zc, false, false, bf16));
   shapes.push_back(OpShape::RmsNorm(tokens * s.target_kv, s.target_dim, zc, false, false, bf16));
   shapes.push_back(OpShape::RmsNorm(tokens * s.gdn_value_heads, 128, rmsnorm::Kind::kStandard, false, true, bf16));
+  // The drafter's trained norms (standard, fp32 master weights): the context's, the block rows' (input,
+  // post-attention, final), q over the block rows' heads, k over the context's and the block rows' kv heads.
   const std::int64_t block_rows = s.anchors * 16;
+  const auto standard = rmsnorm::Kind::kStandard;
+  const auto fp32 = rmsnorm::WeightDtype::kFp32;
+  shapes.push_back(OpShape::TrainedRmsNorm(tokens, s.hidden, standard, fp32));
+  shapes.push_back(OpShape::TrainedRmsNorm(block_rows, s.hidden, standard, fp32));
+  shapes.push_back(OpShape::TrainedRmsNorm(block_rows * s.draft_heads, s.draft_dim, standard, fp32));
+  shapes.push_back(OpShape::TrainedRmsNorm((tokens + block_rows) * s.draft_kv, s.draft_dim, standard, fp32));
+  // The rotary embeddings: the target's q and k (both presets rotate a quarter of each head: partial_rotary_factor
+  // 0.25), the drafter's q over the block rows and k over the context and block rows (every dim).
+  shapes.push_back(OpShape::Rope(tokens, s.target_heads, s.target_dim, s.target_dim / 4));
+  shapes.push_back(OpShape::Rope(tokens, s.target_kv, s.target_dim, s.target_dim / 4));
+  shapes.push_back(OpShape::Rope(block_rows, s.draft_heads, s.draft_dim, s.draft_dim));
+  shapes.push_back(OpShape::Rope(tokens + block_rows, s.draft_kv, s.draft_dim, s.draft_dim));
   for (std::int64_t start = 0; start < block_rows; start += 2048) {
     shapes.push_back(OpShape::CrossEntropy(std::min<std::int64_t>(2048, block_rows - start), s.vocab));
   }

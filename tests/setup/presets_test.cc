@@ -128,7 +128,8 @@ TEST(Presets, ConfigFileDerivesProblemsFromHuggingFaceConfigs) {
   const auto pack = Requests(*pack_setup);
   // The row-wise families (norms, loss) have one key for both layouts: every selection warms them.
   auto row_wise = [](const KernelRequest& it) {
-    return it.family->name() == "rmsnorm" || it.family->name() == "xent";
+    const std::string_view f = it.family->name();
+    return f == "rmsnorm" || f == "rmsnorm_bwd" || f == "rope" || f == "xent";
   };
   const auto shared = std::count_if(items.begin(), items.end(), row_wise);
   EXPECT_GT(shared, 0);
@@ -174,11 +175,23 @@ TEST(Presets, TheTinyPresetIsTheTestModelWithBothLayerKindsAndBothDrafterMasks) 
   EXPECT_EQ(by["gdn"].size(), 2u);
   EXPECT_EQ(by["attention_fwd"].size(), 2u + 4u);
   EXPECT_EQ(by["attention_bwd"].size(), 4u);
-  // Once for both layouts: the hidden norm without and with the residual add, q, k and the gated norm; the loss
-  // over the row's 16 * 16 block rows in one chunk.
-  EXPECT_EQ(by["rmsnorm"].size(), 5u);
+  // Once for both layouts: the target's hidden norm without and with the residual add, q, k and the gated norm; the
+  // drafter's trained norms (context, block rows, q, k: forward and backward); the loss over the row's 16 * 16
+  // block rows in one chunk.
+  EXPECT_EQ(by["rmsnorm"].size(), 5u + 4u);
+  ASSERT_EQ(by["rmsnorm_bwd"].size(), 4u);
+  for (const auto& p : by["rmsnorm_bwd"]) {
+    EXPECT_EQ(p["weight"], "fp32");
+    EXPECT_EQ(p["kind"], "standard");
+  }
+  EXPECT_EQ(by["rmsnorm_bwd"][0]["rows"], 512);  // the context norm: max_length rows
   ASSERT_EQ(by["xent"].size(), 1u);
   EXPECT_EQ(by["xent"][0]["rows"], 256);
+  // The rotary embeddings: the target's q and k (64 dims, 16 rotated), the drafter's q over the block rows and k
+  // over the context and block rows (64 dims, all rotated).
+  ASSERT_EQ(by["rope"].size(), 4u);
+  EXPECT_EQ(by["rope"][0], rope::MakeProblem(512, tiny->target.num_attention_heads, 64, 16));
+  EXPECT_EQ(by["rope"][3], rope::MakeProblem(512 + 256, tiny->drafter->num_key_value_heads, 64, 64));
 }
 
 TEST(TrainingSetup, AGatedDeltaRuleTheFamilyDoesNotServeIsLeftOutWithANote) {
@@ -203,7 +216,9 @@ TEST(TrainingSetup, AConvolutionWidthTheFamilyDoesNotServeIsUnsupported) {
   auto drafter_side = KernelRequestsFor(*training, OpSide::kDrafter);
   ASSERT_TRUE(drafter_side.ok());
   for (const auto& r : drafter_side->requests) {
-    const bool drafter_op = r.operation.rfind("draft_attention", 0) == 0 || r.operation == "cross_entropy";
+    const bool drafter_op = r.operation.rfind("draft_attention", 0) == 0 || r.operation == "cross_entropy" ||
+                            r.family->name() == "rmsnorm_bwd" || r.problem.value("weight", "") == "fp32" ||
+                            r.family->name() == "rope";
     EXPECT_TRUE(drafter_op) << r.operation;
   }
 }

@@ -41,6 +41,7 @@ constexpr std::int64_t kTokens = 300, kTargetDim = 64, kChannels = 512, kGdnHead
 // The norms' and the loss's sizes (the tiny target's hidden size and vocabulary).
 constexpr std::int64_t kHidden = 256, kLossRows = 96, kVocab = 1024;
 constexpr auto kBf16Weight = rmsnorm::WeightDtype::kBf16;
+constexpr std::int64_t kTargetRotary = 16;  // the tiny target's partial rotary (a quarter of its 64 dims)
 
 torch::Tensor CuSeqlens() { return torch::tensor({0, 100, 170, 300}, torch::kInt); }
 
@@ -57,6 +58,9 @@ std::vector<setup::OpShape> TestShapes() {
           setup::OpShape::RmsNorm(kTokens, kHidden, rmsnorm::Kind::kZeroCentred, true, false, kBf16Weight),
           setup::OpShape::RmsNorm(kTokens * kHq, kTargetDim, rmsnorm::Kind::kZeroCentred, false, false, kBf16Weight),
           setup::OpShape::RmsNorm(kTokens * kGdnValueHeads, 128, rmsnorm::Kind::kStandard, false, true, kBf16Weight),
+          setup::OpShape::TrainedRmsNorm(kTokens, kHidden, rmsnorm::Kind::kStandard, rmsnorm::WeightDtype::kFp32),
+          setup::OpShape::Rope(kTokens, kHq, kTargetDim, kTargetRotary),
+          setup::OpShape::Rope(kContext + kBlocks * kBlock, kHkv, kDraftDim, kDraftDim),
           setup::OpShape::CrossEntropy(kLossRows, kVocab)};
 }
 
@@ -176,8 +180,8 @@ TEST_F(CachedKernelOpsGpu, PrepareReportsTheProvenanceOfEveryKey) {
   auto uses = ops().Prepare(setup::KernelRequestsFor(TestShapes()));
   ASSERT_TRUE(uses.ok()) << uses.status().ToString();
   // draft full fwd+bwd, sliding fwd+bwd, both again for packed rows (doc_bound), causal, doc-causal, conv1d, gdn,
-  // four norms, the loss.
-  EXPECT_EQ(uses->size(), 17u);
+  // four norms, the trained norm's forward and backward, two ropes, the loss.
+  EXPECT_EQ(uses->size(), 21u);
   for (const KernelUse& u : *uses) {
     EXPECT_EQ(u.key_digest.size(), 64u) << u.operation;
     EXPECT_EQ(u.cubin_sha256.size(), 64u) << u.operation;
@@ -276,6 +280,56 @@ TEST_F(CachedKernelOpsGpu, NormsMatchTheReference) {
               "gated rms norm");
 }
 
+TEST_F(CachedKernelOpsGpu, TrainedNormMatchesTheReferenceForwardAndBackward) {
+  // The drafter's norm: bf16 x, the fp32 master weight, gradients of both through autograd.
+  const auto x0 = Randn({kTokens, kHidden}, 3.0);
+  const auto w0 = torch::rand({kHidden}, torch::TensorOptions().device(torch::kCUDA)) * 2.0 - 1.0;
+  const auto dout = Randn({kTokens, kHidden});
+  auto run = [&](Ops& backend) {
+    auto x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_();
+    auto y = backend.TrainedRmsNorm(x, w, 1e-6);
+    y.backward(dout);
+    return std::vector<torch::Tensor>{y.detach(), x.grad(), w.grad()};
+  };
+  const auto got = run(ops()), want = run(*reference_);
+  EXPECT_EQ(got[0].scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(got[2].scalar_type(), torch::kFloat);
+  ExpectClose(got[0], want[0], 1e-2, 1e-2, "trained norm");
+  ExpectClose(got[1], want[1], 1e-2, 1e-3, "dx");
+  ExpectClose(got[2], want[2], 1e-3, 1e-3, "dw");
+  // A shape without a key is the NotFound error naming the warmup command, not a fallback.
+  auto x = Randn({kTokens + 1000, kHidden}).requires_grad_();
+  try {
+    ops().TrainedRmsNorm(x, w0, 1e-6);
+    ADD_FAILURE() << "a trained norm with no tuned key ran";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dflash-tune warmup"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CachedKernelOpsGpu, RopeIsLibTorchsRotationBitForBitAndItsBackwardMatches) {
+  // The target's: partial rotary on the strided q view (per head the first half of [query | gate]).
+  const auto qg = Randn({kTokens, kHq, 2 * kTargetDim});
+  const auto q = qg.narrow(2, 0, kTargetDim);
+  const auto positions = torch::arange(kTokens, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
+  const auto target_rope = nn::MakeRope(positions * 37, kTargetRotary, 1e6);
+  EXPECT_TRUE(torch::equal(ops().Rope(q, target_rope), reference_->Rope(q, target_rope)));
+  // The drafter's: every dim rotated, differentiable.
+  const std::int64_t rows = kContext + kBlocks * kBlock;
+  const auto drafter_rope = nn::MakeRope(
+      torch::arange(rows, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA)) * 3, kDraftDim, 1e6);
+  const auto k0 = Randn({rows, kHkv, kDraftDim}), dout = Randn({rows, kHkv, kDraftDim});
+  auto run = [&](Ops& backend) {
+    auto k = k0.clone().requires_grad_();
+    auto y = backend.TrainedRope(k, drafter_rope);
+    y.backward(dout);
+    return std::vector<torch::Tensor>{y.detach(), k.grad()};
+  };
+  const auto got = run(ops()), want = run(*reference_);
+  EXPECT_TRUE(torch::equal(got[0], want[0]));
+  ExpectClose(got[1], want[1], 1e-2, 1e-3, "rope dx");
+}
+
 TEST_F(CachedKernelOpsGpu, CrossEntropyMatchesTheReference) {
   const auto fopts = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat);
   const auto logits = torch::randn({kLossRows, kVocab}, fopts) * 3.0;
@@ -301,7 +355,7 @@ TEST_F(CachedKernelOpsGpu, MissingKeyIsNotFoundNamingTheWarmupCommand) {
   ASSERT_FALSE(prepared.ok());
   EXPECT_EQ(prepared.status().code(), ErrorCode::kNotFound);
   const std::string& msg = prepared.status().message();
-  EXPECT_NE(msg.find("17 tuned kernel(s) missing"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("21 tuned kernel(s) missing"), std::string::npos) << msg;
   EXPECT_NE(msg.find("dflash-tune warmup"), std::string::npos) << msg;
   const auto x = Randn({kTokens, kChannels}), w = Randn({kChannels, 4});
   try {

@@ -17,6 +17,7 @@ namespace {
 
 setup::DrafterConfig SlidingAndFullDrafter() {
   setup::DrafterConfig d;
+  d.hidden_size = 256;
   d.num_attention_heads = 32;
   d.num_key_value_heads = 8;
   d.head_dim = 128;
@@ -50,11 +51,15 @@ TEST(RunSetup, TheTargetAndDrafterSidesSplitTheOneGpuListExactly) {
     const auto both = setup::OpShapesFor(run, setup::OpSide::kBoth);
     const auto target_side = setup::OpShapesFor(run, setup::OpSide::kTarget);
     const auto drafter_side = setup::OpShapesFor(run, setup::OpSide::kDrafter);
-    ASSERT_EQ(drafter_side.size(), 3u);  // full and sliding drafter attention, the loss
-    // conv1d, gated delta rule, causal attention; the hidden norm without and with the residual add, q, k, gated
-    ASSERT_EQ(target_side.size(), 8u);
-    auto drafter_op = [](const setup::OpShape& s) {
-      return s.op == setup::OpKind::kDraftAttention || s.op == setup::OpKind::kCrossEntropy;
+    // full and sliding drafter attention; the trained norms (context, block rows, q, k); q and k rope; the loss
+    ASSERT_EQ(drafter_side.size(), 9u);
+    // conv1d, gated delta rule, causal attention; the hidden norm without and with the residual add, q, k, gated;
+    // q and k rope
+    ASSERT_EQ(target_side.size(), 10u);
+    auto drafter_op = [&](const setup::OpShape& s) {
+      return s.op == setup::OpKind::kDraftAttention || s.op == setup::OpKind::kCrossEntropy ||
+             (s.op == setup::OpKind::kRmsNorm && s.rmsnorm_trained) ||
+             (s.op == setup::OpKind::kRope && s.rope.rotary_dim == drafter.head_dim);  // the target's is partial
     };
     for (const auto& s : drafter_side) EXPECT_TRUE(drafter_op(s)) << static_cast<int>(s.op);
     for (const auto& s : target_side) EXPECT_FALSE(drafter_op(s)) << static_cast<int>(s.op);

@@ -17,7 +17,8 @@
 #                    missing keys + 1 step, ~154 s, then a warm process, ~20 s), then the Python stack's step
 #                    (.whl_py/py_dflash_step.py: SpecForge + FLA + flex, ~100 s), one after the other, plus the
 #                    dflash-train build with the CUDA LibTorch (~2 min, not timed alone). ~7 min; ~88 GiB of GPU
-#                    memory each
+#                    memory each. The drafter's norm and rope keys (12) were added since: one cold run with
+#                    them ran past dflash-train's 343 s share and was cut; their spaces are smaller now, not re-timed
 #   launch           tools/bench/launch_bench: host microseconds per cached launch through the trainer's ops against
 #                    the family's own launch call (the tiny preset's shapes, warmed first with --budget 3). ~1.5 min
 # Calls that fit 10 minutes: `attention launch`, `gdn`, `step`, `attention-quick gdn` (~9 min: tight).
@@ -43,7 +44,7 @@ while [ $# -gt 0 ]; do
     --budget) budget="$2"; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --build-dir) build_dir="$2"; shift 2 ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     attention|attention-quick|gdn|step|launch)
       case " ${parts[*]:-} " in *" $1 "*) ;; *) parts+=("$1") ;; esac; shift ;;
     *) echo "bench_all.sh: unknown argument $1 (parts: attention attention-quick gdn step launch; --help)" >&2; exit 2 ;;

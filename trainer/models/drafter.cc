@@ -97,9 +97,7 @@ torch::Tensor Drafter::Forward(const torch::Tensor& features, const torch::Tenso
   TORCH_CHECK(embed.dim() == 2 && embed.size(1) == H, "drafter: embed must be [vocab, ", H, "], got ", embed.sizes());
 
   const double eps = c.rms_norm_eps;
-  auto norm = [&](const torch::Tensor& x, const torch::Tensor& w) {
-    return nn::RmsNorm(x, w, eps, nn::NormKind::kStandard);
-  };
+  auto norm = [&](const torch::Tensor& x, const torch::Tensor& w) { return ops.TrainedRmsNorm(x, w, eps); };
 
   // Shared by all layers: the context projection and the rotary tables of the KV rows (context, then blocks); the
   // query rows are the block rows of the same tables.
@@ -117,8 +115,8 @@ torch::Tensor Drafter::Forward(const torch::Tensor& features, const torch::Tenso
     auto q = norm(nn::Linear(x, l.q_proj).view({rows, Hq, D}), l.q_norm);
     auto k = norm(nn::Linear(kv_in, l.k_proj).view({S + rows, Hkv, D}), l.k_norm);
     const auto v = nn::Linear(kv_in, l.v_proj).view({S + rows, Hkv, D});
-    q = nn::ApplyRope(q, rope_q);
-    k = nn::ApplyRope(k, rope_kv);
+    q = ops.TrainedRope(q, rope_q);
+    k = ops.TrainedRope(k, rope_kv);
     DraftMask layer_mask = mask;
     layer_mask.window = c.layer_kinds[i] == setup::DrafterLayerKind::kSlidingAttention ? *c.sliding_window : 0;
     const auto attn = ops.DraftAttention(q, k, v, layer_mask, scale).reshape({rows, Hq * D});

@@ -117,7 +117,7 @@ DecodeOutput TargetDecoder::Extend(const torch::Tensor& tokens, bool keep_rollba
   std::vector<LayerRollback> rollback(keep_rollback ? layers.size() : 0);
   const auto positions =
       (torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(embed.device())) + length_).repeat({batch_});
-  const auto rope = nn::MakeRope(positions, TargetRotaryDim(c), c.rope_theta);
+  const auto rope = nn::MakeRope(positions, setup::TargetRotaryDim(c), c.rope_theta);
   const torch::Tensor one_document;
   LayerOps ops(batch_, t);
   const TargetForwardContext ctx{c, model_.weights(), one_document, rope, ops};

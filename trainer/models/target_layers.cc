@@ -27,10 +27,6 @@ const torch::Tensor& TargetWeight(const TargetWeights& weights, const std::strin
   return it->second;
 }
 
-std::int64_t TargetRotaryDim(const setup::TargetConfig& c) {
-  return static_cast<std::int64_t>(static_cast<double>(c.head_dim) * c.partial_rotary_factor);
-}
-
 torch::Tensor DocumentPositions(const torch::Tensor& cu_seqlens, std::int64_t tokens, const torch::Device& device) {
   auto positions = torch::arange(tokens, torch::kLong);
   if (cu_seqlens.defined()) {
@@ -98,8 +94,8 @@ torch::Tensor TargetFullAttention(const torch::Tensor& x, const std::string& a, 
   const auto v = Project(x, a + "v_proj", ctx, true).reshape({t, hkv, d});
   q = ctx.ops.RmsNorm(q, TargetWeight(ctx.weights, a + "q_norm.weight"), c.rms_norm_eps, kind);
   k = ctx.ops.RmsNorm(k, TargetWeight(ctx.weights, a + "k_norm.weight"), c.rms_norm_eps, kind);
-  q = nn::ApplyRope(q, ctx.rope);
-  k = nn::ApplyRope(k, ctx.rope);
+  q = ctx.ops.Rope(q, ctx.rope);
+  k = ctx.ops.Rope(k, ctx.rope);
   auto o = ctx.ops.CausalAttention(q.contiguous(), k.contiguous(), v.contiguous(), ctx.cu_seqlens,
                                    1.0 / std::sqrt(static_cast<double>(d)))
                .reshape({t, hq * d});

@@ -31,7 +31,7 @@ struct TargetForwardContext {
   const setup::TargetConfig& config;
   const TargetWeights& weights;
   const torch::Tensor& cu_seqlens;  // int32 [docs + 1] on the CPU, or undefined (one document)
-  const nn::RopeTables& rope;       // of the document positions, rotary_dim = TargetRotaryDim(config)
+  const nn::RopeTables& rope;       // of the document positions, rotary_dim = setup::TargetRotaryDim(config)
   TargetOps& ops;
 };
 
@@ -40,9 +40,6 @@ const torch::Tensor& TargetWeight(const TargetWeights& weights, const std::strin
 
 // Zero-centred for the Qwen3.5 hybrid, standard for Qwen3 dense (every RMSNorm but the delta net's gated one).
 nn::NormKind TargetNormKind(const setup::TargetConfig& config);
-
-// int(head_dim * partial_rotary_factor), as HF computes it.
-std::int64_t TargetRotaryDim(const setup::TargetConfig& config);
 
 // Token positions restarting at 0 at every document of cu_seqlens: int64 [tokens] on `device`.
 // TORCH_CHECKs cu_seqlens (int32, CPU, 1-D, starts at 0, non-decreasing, ends at tokens).

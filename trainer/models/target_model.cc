@@ -126,7 +126,7 @@ std::vector<torch::Tensor> TargetModel::RunLayers(const torch::Tensor& input_ids
               " is past the last layer this target holds (", LastLayer(config_, options_), ")");
   const std::int64_t tokens = input_ids.size(0);
   const auto positions = DocumentPositions(cu_seqlens, tokens, embed.device());
-  const auto rope = nn::MakeRope(positions, TargetRotaryDim(config_), config_.rope_theta);
+  const auto rope = nn::MakeRope(positions, setup::TargetRotaryDim(config_), config_.rope_theta);
   const TargetForwardContext ctx{config_, weights_, cu_seqlens, rope, ops};
 
   std::vector<torch::Tensor> out;

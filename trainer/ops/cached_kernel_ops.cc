@@ -14,6 +14,8 @@
 #include "kernels/conv1d/conv1d_api.h"
 #include "kernels/gdn/gdn_api.h"
 #include "kernels/rmsnorm/rmsnorm_api.h"
+#include "kernels/rmsnorm/rmsnorm_bwd_api.h"
+#include "kernels/rope/rope_api.h"
 #include "kernels/xent/xent_api.h"
 #include "tuner/thread_pool.h"
 
@@ -425,7 +427,7 @@ namespace {
 // One rmsnorm launch: out = norm(x [+ residual]) [* silu(gate)] over x's last dim; sum_out (when given) = x + residual.
 void LaunchNorm(CachedKernelOps::State& state, const torch::Tensor& x_in, const torch::Tensor* residual_in,
                 const torch::Tensor* gate_in, const torch::Tensor& weight_in, double eps, rmsnorm::Kind kind,
-                torch::Tensor* sum_out, torch::Tensor& out) {
+                torch::Tensor* sum_out, torch::Tensor& out, bool trained = false) {
   CheckOnDevice(state, x_in, "rms norm input", torch::kBFloat16);
   TORCH_CHECK(weight_in.dim() == 1 && weight_in.size(0) == x_in.size(-1),
               "CachedKernelOps rms norm: weight must be [", x_in.size(-1), "], got ", weight_in.sizes());
@@ -456,13 +458,140 @@ void LaunchNorm(CachedKernelOps::State& state, const torch::Tensor& x_in, const 
     *sum_out = torch::empty(x_in.sizes(), x_in.options());
     args.sum_out = Ptr(*sum_out), args.sum_out_stride = x_in.size(-1);
   }
-  const auto shape = setup::OpShape::RmsNorm(x.rows, x_in.size(-1), kind, residual_in != nullptr,
-                                             gate_in != nullptr, wdtype);
+  const auto shape = trained ? setup::OpShape::TrainedRmsNorm(x.rows, x_in.size(-1), kind, wdtype)
+                             : setup::OpShape::RmsNorm(x.rows, x_in.size(-1), kind, residual_in != nullptr,
+                                                       gate_in != nullptr, wdtype);
   const auto [winner, operation] = state.Winner(shape);
   Check(rmsnorm::LaunchRmsNorm(winner, args, CurrentStream(state, x_in.device())), operation);
 }
 
+// The drafter's trained norm as an autograd function: forward = the rmsnorm winner of the trained shape (x and the
+// weight saved: the backward recomputes rstd from x), backward = its rmsnorm_bwd winner, dw = the fp32 column sums of
+// the kernel's partial rows.
+class TrainedRmsNormFunction : public torch::autograd::Function<TrainedRmsNormFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, std::int64_t state_address, double eps) {
+    auto& state = *reinterpret_cast<CachedKernelOps::State*>(state_address);
+    torch::Tensor out;
+    LaunchNorm(state, x, nullptr, nullptr, weight, eps, rmsnorm::Kind::kStandard, nullptr, out, /*trained=*/true);
+    ctx->save_for_backward({x, weight});
+    ctx->saved_data["state"] = state_address;
+    ctx->saved_data["eps"] = eps;
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& x_in = saved[0];
+    const auto weight = saved[1].contiguous();
+    auto& state = *reinterpret_cast<CachedKernelOps::State*>(ctx->saved_data["state"].toInt());
+    const std::int64_t cols = x_in.size(-1);
+    const Rows2d x = AsRows(x_in);
+    const Rows2d dy = AsRows(grads[0].to(torch::kBFloat16));
+    const auto wdtype = weight.scalar_type() == torch::kFloat ? rmsnorm::WeightDtype::kFp32 : rmsnorm::WeightDtype::kBf16;
+    const auto shape = setup::OpShape::TrainedRmsNorm(x.rows, cols, rmsnorm::Kind::kStandard, wdtype);
+    const auto [winner, operation] = state.Winner(shape, /*index=*/1);  // the backward (KernelRequestsFor's order)
+    Result<std::int64_t> partial_rows = rmsnorm::DwPartialRows(winner, x.rows);
+    Check(partial_rows.status(), operation);
+    auto dx = torch::empty(x_in.sizes(), x_in.options());
+    auto partial = torch::empty({std::max<std::int64_t>(1, *partial_rows), cols}, x_in.options().dtype(torch::kFloat));
+    rmsnorm::RmsNormBwdArgs a;
+    a.x = Ptr(x.t), a.x_stride = x.stride;
+    a.dy = Ptr(dy.t), a.dy_stride = dy.stride;
+    a.weight = Ptr(weight), a.weight_dtype = wdtype;
+    a.dx = Ptr(dx), a.dx_stride = cols;
+    a.dw_partial = Ptr(partial);
+    a.rows = x.rows, a.cols = cols;
+    a.eps = static_cast<float>(ctx->saved_data["eps"].toDouble());
+    a.kind = rmsnorm::Kind::kStandard;
+    Check(rmsnorm::LaunchRmsNormBackward(winner, a, CurrentStream(state, x_in.device())), operation);
+    auto dw = *partial_rows > 0 ? partial.narrow(0, 0, *partial_rows).sum(0) : torch::zeros({cols}, partial.options());
+    return {dx, dw.to(weight.scalar_type()), {}, {}};
+  }
+};
+
 }  // namespace
+
+namespace {
+
+// The rope kernel can serve x and the tables: bf16 x [T, H, D] on the ops' device, fp32 tables [T, R], dims the
+// family serves.
+bool RopeServes(const CachedKernelOps::State& state, const torch::Tensor& x, const nn::RopeTables& rope) {
+  return x.is_cuda() && x.device().index() == state.ctx.info().ordinal && x.scalar_type() == torch::kBFloat16 &&
+         x.dim() == 3 && rope.cos.scalar_type() == torch::kFloat && rope.sin.scalar_type() == torch::kFloat &&
+         rope.cos.dim() == 2 && rope.cos.size(0) == x.size(0) && rope.cos.size(1) == rope.rotary_dim &&
+         rope.sin.sizes() == rope.cos.sizes() && rope::Supported(x.size(2), rope.rotary_dim);
+}
+
+// out [T, H, D] = rotate(x, sign * theta): one launch of the rope winner of x's shape.
+torch::Tensor LaunchRope(CachedKernelOps::State& state, const torch::Tensor& x_in, const nn::RopeTables& rope,
+                         float sign) {
+  const bool heads_addressable = x_in.stride(2) == 1 && x_in.stride(0) % 8 == 0 && x_in.stride(1) % 8 == 0 &&
+                                 reinterpret_cast<std::uintptr_t>(x_in.data_ptr()) % 16 == 0;
+  const auto x = heads_addressable ? x_in : x_in.contiguous();
+  const auto cos = rope.cos.contiguous(), sin = rope.sin.contiguous();
+  auto out = torch::empty(x.sizes(), x.options().memory_format(torch::MemoryFormat::Contiguous));
+  rope::RopeArgs a;
+  a.x = Ptr(x), a.cos = Ptr(cos), a.sin = Ptr(sin), a.out = Ptr(out);
+  a.x_token_stride = x.stride(0), a.x_head_stride = x.stride(1);
+  a.tokens = x.size(0), a.heads = x.size(1), a.head_dim = x.size(2), a.rotary_dim = rope.rotary_dim;
+  a.sign = sign;
+  const auto [winner, operation] = state.Winner(setup::OpShape::Rope(a.tokens, a.heads, a.head_dim, a.rotary_dim));
+  Check(rope::LaunchRope(winner, a, CurrentStream(state, x.device())), operation);
+  return out;
+}
+
+// The drafter's rope as an autograd function: forward rotates x by theta, backward dy by -theta (the rotation's
+// transpose), both through the rope winner.
+class TrainedRopeFunction : public torch::autograd::Function<TrainedRopeFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& cos,
+                               const torch::Tensor& sin, std::int64_t rotary_dim, std::int64_t state_address) {
+    auto& state = *reinterpret_cast<CachedKernelOps::State*>(state_address);
+    const nn::RopeTables rope{cos, sin, rotary_dim};
+    ctx->save_for_backward({cos, sin});
+    ctx->saved_data["state"] = state_address;
+    ctx->saved_data["rotary_dim"] = rotary_dim;
+    return LaunchRope(state, x, rope, 1.0f);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    auto& state = *reinterpret_cast<CachedKernelOps::State*>(ctx->saved_data["state"].toInt());
+    const nn::RopeTables rope{saved[0], saved[1], ctx->saved_data["rotary_dim"].toInt()};
+    const auto dx = LaunchRope(state, grads[0].to(torch::kBFloat16), rope, -1.0f);
+    return {dx, {}, {}, {}, {}};
+  }
+};
+
+}  // namespace
+
+torch::Tensor CachedKernelOps::TrainedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  const bool fp32 = weight.scalar_type() == torch::kFloat;
+  const bool served = x.is_cuda() && x.scalar_type() == torch::kBFloat16 &&
+                      (fp32 || weight.scalar_type() == torch::kBFloat16) && x.dim() >= 1 &&
+                      rmsnorm::BwdServes(x.size(-1), fp32 ? rmsnorm::WeightDtype::kFp32 : rmsnorm::WeightDtype::kBf16);
+  if (!served) return DrafterOps::TrainedRmsNorm(x, weight, eps);
+  const c10::DeviceGuard guard(x.device());
+  return TrainedRmsNormFunction::apply(x, weight, reinterpret_cast<std::int64_t>(state_.get()), eps);
+}
+
+torch::Tensor CachedKernelOps::Rope(const torch::Tensor& x, const nn::RopeTables& rope) {
+  if (!RopeServes(*state_, x, rope)) return TargetOps::Rope(x, rope);
+  const c10::DeviceGuard guard(x.device());
+  const torch::NoGradGuard no_grad;
+  return LaunchRope(*state_, x, rope, 1.0f);
+}
+
+torch::Tensor CachedKernelOps::TrainedRope(const torch::Tensor& x, const nn::RopeTables& rope) {
+  if (!RopeServes(*state_, x, rope)) return DrafterOps::TrainedRope(x, rope);
+  const c10::DeviceGuard guard(x.device());
+  return TrainedRopeFunction::apply(x, rope.cos.detach(), rope.sin.detach(), rope.rotary_dim,
+                                    reinterpret_cast<std::int64_t>(state_.get()));
+}
 
 torch::Tensor CachedKernelOps::RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps,
                                        nn::NormKind kind) {

@@ -1,5 +1,5 @@
 // CachedKernelOps: the Ops interface (ops.h) on CUDA tensors through the tuned winners of the kernel families
-// (attention_fwd / attention_bwd, conv1d, gdn, rmsnorm, xent), read from a kernel cache through tuner::KernelProvider. It never
+// (attention_fwd / attention_bwd, conv1d, gdn, rmsnorm / rmsnorm_bwd, rope, xent), read from a kernel cache through tuner::KernelProvider. It never
 // compiles or tunes on its own: a missing key is NotFound naming the exact `dflash-tune warmup` command; Prepare()
 // resolves every key of a run before the first step, and TuneMissing() (dflash-train --tune-missing) tunes the
 // missing ones through tuner::Tuner. Kernels run on torch's current CUDA stream in the device's primary context
@@ -72,6 +72,15 @@ class CachedKernelOps final : public Ops {
                                                      nn::NormKind kind) override;
   torch::Tensor GatedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& gate,
                              double eps) override;
+  // The drafter's trained norms: forward the rmsnorm winner, backward the rmsnorm_bwd winner (dx, and dw as the
+  // column sums of its partial rows), on bf16 x with an fp32 or bf16 weight; any other dtype, or rows wider than
+  // the backward serves (rmsnorm::BwdServes), run the LibTorch default (DrafterOps::TrainedRmsNorm).
+  torch::Tensor TrainedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) override;
+  // The rope family on bf16 x [T, H, D] (heads addressed by token and head strides, else copied) with fp32 tables;
+  // TrainedRope's backward is the same kernel rotating dy by -theta. Dims rope::Supported does not serve, or other
+  // dtypes, run the LibTorch default.
+  torch::Tensor Rope(const torch::Tensor& x, const nn::RopeTables& rope) override;
+  torch::Tensor TrainedRope(const torch::Tensor& x, const nn::RopeTables& rope) override;
   // The xent family for fp32 logits with a bf16 gradient (what training asks for); any other request runs the
   // LibTorch default (ReferenceCrossEntropy).
   CrossEntropyRows CrossEntropy(const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& weights,

@@ -20,6 +20,16 @@ torch::Tensor TargetOps::GatedRmsNorm(const torch::Tensor& x, const torch::Tenso
   return nn::GatedRmsNorm(x, weight, gate, eps);
 }
 
+torch::Tensor TargetOps::Rope(const torch::Tensor& x, const nn::RopeTables& rope) { return nn::ApplyRope(x, rope); }
+
+torch::Tensor DrafterOps::TrainedRope(const torch::Tensor& x, const nn::RopeTables& rope) {
+  return nn::ApplyRope(x, rope);
+}
+
+torch::Tensor DrafterOps::TrainedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  return nn::RmsNorm(x, weight, eps, nn::NormKind::kStandard);
+}
+
 CrossEntropyRows DrafterOps::CrossEntropy(const torch::Tensor& logits, const torch::Tensor& labels,
                                           const torch::Tensor& weights, double grad_scale, bool with_grad,
                                           torch::Dtype grad_dtype) {

@@ -6,9 +6,9 @@
 //   CachedKernelOps (cached_kernel_ops.h): the tuned winners of the kernel families (attention_fwd/bwd, gdn,
 //     conv1d, rmsnorm, xent) read from the kernel cache through tuner::KernelProvider; GPU only; never compiles or
 //     tunes.
-// The normalisations and the loss's row-wise pass have default implementations here (ops.cc: LibTorch operations,
-// the math of nn/layers.h and of the spec's loss), which the reference backends keep and CachedKernelOps replaces by
-// fused kernels.
+// The normalisations (the target's and the drafter's trained ones) and the loss's row-wise pass have default
+// implementations here (ops.cc: LibTorch operations, the math of nn/layers.h and of the spec's loss), which the
+// reference backends keep and CachedKernelOps replaces by fused kernels.
 // All tensors describe ONE row (batch 1; the training step loops over rows). Shapes use T tokens, H heads, D dims.
 // Who may call: the models (trainer/models). Thread-safety: one training thread per Ops object.
 #pragma once
@@ -71,6 +71,8 @@ class TargetOps {
   // nn::GatedRmsNorm (the standard norm times silu(gate), in fp32) over the last dim, in x's dtype, forward only.
   virtual torch::Tensor GatedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& gate,
                                      double eps);
+  // nn::ApplyRope of x [T, H, D] with rope's tables, forward only.
+  virtual torch::Tensor Rope(const torch::Tensor& x, const nn::RopeTables& rope);
 };
 
 // The loss's row-wise pass over one chunk of fp32 logits [c, V] (spec §5): per row w * CE (0 for label -100 or
@@ -94,6 +96,12 @@ class DrafterOps {
   // Hkv; query head h uses KV head h / (Hq / Hkv)) -> [N*B, Hq, D] in q's dtype. softmax(scale q k^T + mask) v.
   virtual torch::Tensor DraftAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const DraftMask& mask, double scale) = 0;
+
+  // nn::RmsNorm (standard kind) over the last dim, differentiable in x and weight: the drafter's trained norms (x
+  // in the compute dtype, weight the fp32 master).
+  virtual torch::Tensor TrainedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+  // nn::ApplyRope of x [T, H, D] with rope's tables, differentiable in x: the drafter's q and k.
+  virtual torch::Tensor TrainedRope(const torch::Tensor& x, const nn::RopeTables& rope);
 
   // ReferenceCrossEntropy's contract.
   virtual CrossEntropyRows CrossEntropy(const torch::Tensor& logits, const torch::Tensor& labels,

@@ -57,6 +57,18 @@ torch::Tensor DeviceRoutedOps::GatedRmsNorm(const torch::Tensor& x, const torch:
   return For(x, "gated rms norm").GatedRmsNorm(x, weight, gate, eps);
 }
 
+torch::Tensor DeviceRoutedOps::TrainedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  return For(x, "trained rms norm").TrainedRmsNorm(x, weight, eps);
+}
+
+torch::Tensor DeviceRoutedOps::Rope(const torch::Tensor& x, const nn::RopeTables& rope) {
+  return For(x, "rope").Rope(x, rope);
+}
+
+torch::Tensor DeviceRoutedOps::TrainedRope(const torch::Tensor& x, const nn::RopeTables& rope) {
+  return For(x, "trained rope").TrainedRope(x, rope);
+}
+
 CrossEntropyRows DeviceRoutedOps::CrossEntropy(const torch::Tensor& logits, const torch::Tensor& labels,
                                                const torch::Tensor& weights, double grad_scale, bool with_grad,
                                                torch::Dtype grad_dtype) {

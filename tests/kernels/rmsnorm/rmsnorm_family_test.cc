@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/rmsnorm/rmsnorm_config.h"
+#include "kernels/rmsnorm/rmsnorm_bwd_family.h"
 #include "kernels/rmsnorm/rmsnorm_family.h"
 
 namespace dflash::rmsnorm {
@@ -41,7 +42,11 @@ TEST(RmsNormFamily, NamesItselfAndEmbedsItsSources) {
     names.insert(f.name);
     EXPECT_EQ(std::string(f.data).size(), f.size) << f.name;
   }
-  EXPECT_EQ(names, (std::set<std::string>{"rmsnorm.cu", "rmsnorm.cuh", "rmsnorm_params.h"}));
+  EXPECT_EQ(names, (std::set<std::string>{"rmsnorm.cu", "rmsnorm.cuh", "rmsnorm_params.h", "rmsnorm_bwd.cuh",
+                                          "rmsnorm_bwd_params.h", "bf16_vec.cuh"}));
+  // The backward family compiles from the same translation unit.
+  EXPECT_EQ(BackwardFamily().name(), "rmsnorm_bwd");
+  EXPECT_EQ(BackwardFamily().sources().data(), Family().sources().data());
 }
 
 TEST(RmsNormFamily, SpaceIsTheProductOfItsParams) {

@@ -2,6 +2,7 @@
 // storage), eps, strided rows, the residual sum's rounding, and the bf16 ulp the tolerance is built on.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -95,6 +96,82 @@ TEST(RmsNormReference, Fp32WeightsAreNotRoundedToBf16) {
   in.weight_bf16 = w32_as_bf16;
   const ReferenceOutput rounded = ReferenceRmsNorm(in);
   for (int c = 0; c < 8; ++c) EXPECT_NE(full.out[c], rounded.out[c]) << c;
+}
+
+// The backward on the row kS (rms 2, n = +-1, eps 0) by hand: g = dy * w', dx = (g - n * mean(g * n)) / 2,
+// dw = dy * n; for both kinds.
+TEST(RmsNormReferenceBackward, HandComputedRowForBothKinds) {
+  const std::vector<float> dy = {1, 0.5f, -1, 2, 0, -0.5f, 1.5f, -2};
+  const auto s16 = Bf16(kS), w16 = Bf16(kW), dy16 = Bf16(dy);
+  for (const Kind kind : {Kind::kStandard, Kind::kZeroCentred}) {
+    ReferenceInput in;
+    in.x = s16;
+    in.x_stride = 8;
+    in.rows = 1;
+    in.cols = 8;
+    in.eps = 0.0f;
+    in.kind = kind;
+    in.weight_bf16 = w16;
+    const ReferenceGradients got = ReferenceRmsNormBackward(in, dy16, 8);
+    double mean_gn = 0.0;
+    std::vector<double> g(8);
+    for (int c = 0; c < 8; ++c) {
+      g[c] = dy[c] * (kind == Kind::kZeroCentred ? 1.0 + kW[c] : kW[c]);
+      mean_gn += g[c] * kN[c] / 8.0;
+    }
+    for (int c = 0; c < 8; ++c) {
+      EXPECT_DOUBLE_EQ(got.dx[c], (g[c] - kN[c] * mean_gn) / 2.0) << c;
+      EXPECT_DOUBLE_EQ(got.dw[c], dy[c] * kN[c]) << c;
+    }
+  }
+}
+
+// dw is the derivative of L = sum(out * dy) in the (fp32, so continuous) weights: central differences of the forward
+// reference over three rows; and with eps = 0 the norm is scale-invariant, so sum_c dx * x = 0 on every row.
+TEST(RmsNormReferenceBackward, WeightGradientIsTheForwardsDerivativeAndDxIsOrthogonalToX) {
+  const int rows = 3, cols = 8;
+  std::vector<float> x, dy;
+  for (int i = 0; i < rows * cols; ++i) {
+    x.push_back(static_cast<float>((i * 7) % 11) * 0.25f - 1.2f);
+    dy.push_back(static_cast<float>((i * 5) % 9) * 0.5f - 2.0f);
+  }
+  const auto x16 = Bf16(x), dy16 = Bf16(dy);
+  std::vector<float> w = Fp32Weights();
+  for (const Kind kind : {Kind::kStandard, Kind::kZeroCentred}) {
+    ReferenceInput in;
+    in.x = x16;
+    in.x_stride = cols;
+    in.rows = rows;
+    in.cols = cols;
+    in.eps = 0.0f;
+    in.kind = kind;
+    in.weight_fp32 = w;
+    const ReferenceGradients got = ReferenceRmsNormBackward(in, dy16, cols);
+    auto loss = [&](const std::vector<float>& weights) {
+      ReferenceInput probe = in;
+      probe.weight_fp32 = weights;
+      const ReferenceOutput o = ReferenceRmsNorm(probe);
+      double l = 0.0;
+      for (int i = 0; i < rows * cols; ++i) l += o.out[i] * Bf16ToFloat(dy16[i]);
+      return l;
+    };
+    for (int c = 0; c < cols; ++c) {
+      const float h = 1.0f / 64;  // exact in fp32; L is linear in w, so the difference is exact up to rounding
+      std::vector<float> up = w, down = w;
+      up[c] += h;
+      down[c] -= h;
+      const double numeric = (loss(up) - loss(down)) / (2.0 * h);
+      EXPECT_NEAR(got.dw[c], numeric, 1e-9 * std::max(1.0, std::abs(numeric))) << c;
+    }
+    for (int i = 0; i < rows; ++i) {
+      double dot = 0.0, scale = 0.0;
+      for (int c = 0; c < cols; ++c) {
+        dot += got.dx[i * cols + c] * Bf16ToFloat(x16[i * cols + c]);
+        scale += std::abs(got.dx[i * cols + c] * Bf16ToFloat(x16[i * cols + c]));
+      }
+      EXPECT_NEAR(dot, 0.0, 1e-12 * std::max(1.0, scale)) << "row " << i;
+    }
+  }
 }
 
 TEST(RmsNormReference, EpsEntersTheMeanSquare) {

@@ -1,0 +1,87 @@
+#include "kernels/rope/rope_api.h"
+
+#include <string>
+
+#include "kernels/rope/rope_params.h"
+#include "tuner/gpu_runtime.h"
+
+namespace dflash::rope {
+namespace {
+
+Status Invalid(const std::string& what) { return InvalidArgument("rope launch: " + what); }
+
+struct Range {
+  const char* name;
+  std::int64_t begin, end;  // bytes [begin, end)
+};
+
+bool Overlap(const Range& a, const Range& b) { return a.begin < b.end && b.begin < a.end; }
+
+}  // namespace
+
+ProblemSpec ProblemOf(const RopeArgs& a) { return ProblemSpec{a.tokens, a.heads, a.head_dim, a.rotary_dim}; }
+
+Status CheckRopeArgs(const RopeArgs& a) {
+  if (a.x == 0 || a.cos == 0 || a.sin == 0 || a.out == 0)
+    return Invalid("x, cos, sin and out must be non-null device pointers");
+  if (a.tokens < 0 || a.tokens > kMaxTokens) return Invalid("tokens=" + std::to_string(a.tokens) + " out of range");
+  if (a.heads < 1 || a.heads > kMaxHeads) return Invalid("heads=" + std::to_string(a.heads) + " out of range");
+  if (a.head_dim < 16 || a.head_dim > kMaxHeadDim || a.head_dim % 8 != 0)
+    return Invalid("head_dim=" + std::to_string(a.head_dim) + " must be a multiple of 8 in [16, 1024]");
+  if (a.rotary_dim < 16 || a.rotary_dim > a.head_dim || a.rotary_dim % 16 != 0)
+    return Invalid("rotary_dim=" + std::to_string(a.rotary_dim) + " must be a multiple of 16 in [16, head_dim]");
+  if (a.sign != 1.0f && a.sign != -1.0f) return Invalid("sign must be +1 or -1");
+  for (const auto& [name, ptr] : {std::pair<const char*, CUdeviceptr>{"x", a.x}, {"cos", a.cos}, {"sin", a.sin},
+                                  {"out", a.out}}) {
+    if (ptr % 16 != 0) return Invalid(std::string(name) + " must be 16-byte aligned (read as 16-byte vectors)");
+  }
+  if (a.x_token_stride % 8 != 0 || a.x_head_stride % 8 != 0 || a.x_token_stride < 0 || a.x_head_stride < 0)
+    return Invalid("x strides (" + std::to_string(a.x_token_stride) + ", " + std::to_string(a.x_head_stride) +
+                   ") must be >= 0 multiples of 8 elements (16-byte aligned heads)");
+  if (a.tokens == 0) return Status::Ok();
+  const std::int64_t out_bytes = a.tokens * a.heads * a.head_dim * 2;
+  const std::int64_t table_bytes = a.tokens * a.rotary_dim * 4;
+  const std::int64_t x_end = static_cast<std::int64_t>(a.x) +
+                             2 * ((a.tokens - 1) * a.x_token_stride + (a.heads - 1) * a.x_head_stride + a.head_dim);
+  const Range out{"out", static_cast<std::int64_t>(a.out), static_cast<std::int64_t>(a.out) + out_bytes};
+  for (const Range& in : {Range{"x", static_cast<std::int64_t>(a.x), x_end},
+                          Range{"cos", static_cast<std::int64_t>(a.cos), static_cast<std::int64_t>(a.cos) + table_bytes},
+                          Range{"sin", static_cast<std::int64_t>(a.sin), static_cast<std::int64_t>(a.sin) + table_bytes}}) {
+    if (Overlap(out, in)) return Invalid(std::string("out overlaps ") + in.name + " (out may not overlap an input)");
+  }
+  return Status::Ok();
+}
+
+Status LaunchRope(const tuner::LoadedVariant& winner, const RopeArgs& args, CUstream stream) {
+  DFLASH_RETURN_IF_ERROR(CheckRopeArgs(args));
+  Result<Geometry> g = GeometryOf(winner.config);
+  if (!g.ok()) return Invalid("variant " + winner.label + ": " + g.status().message());
+  const ProblemSpec spec = ProblemOf(args);
+  const std::string expr = KernelNameExpression(*g, spec);
+  auto it = winner.functions.find(expr);
+  if (it == winner.functions.end()) {
+    std::string held;
+    for (const auto& [name, f] : winner.functions) held += (held.empty() ? "" : ", ") + name;
+    return Invalid("variant " + winner.label + " holds no rope kernel for " + ToJson(spec).dump() + " (wants " + expr +
+                   ", holds " + (held.empty() ? "nothing" : held) + ")");
+  }
+  if (args.tokens == 0) return Status::Ok();
+  dflash_rope::RopeParams p{};
+  p.x = args.x;
+  p.cos = args.cos;
+  p.sin = args.sin;
+  p.out = args.out;
+  p.x_token_stride = args.x_token_stride;
+  p.x_head_stride = args.x_head_stride;
+  p.tokens = static_cast<int>(args.tokens);
+  p.heads = static_cast<int>(args.heads);
+  p.sign = args.sign;
+  gpu::Dim3 grid;
+  grid.x = static_cast<unsigned>(GridBlocks(*g, spec));
+  gpu::Dim3 block;
+  block.x = static_cast<unsigned>(g->threads);
+  void* kernel_args[] = {&p};
+  return gpu::Launch(it->second, grid, block, 0, stream, kernel_args, winner.label);
+}
+
+}  // namespace dflash::rope
