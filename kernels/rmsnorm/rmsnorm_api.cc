@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/variant_function.h"
 #include "kernels/rmsnorm/rmsnorm_config.h"
 #include "kernels/rmsnorm/rmsnorm_params.h"
 #include "kernels/rmsnorm/row_tensors.h"
@@ -87,14 +88,9 @@ Status LaunchRmsNorm(const tuner::LoadedVariant& winner, const RmsNormArgs& args
   Result<Geometry> g = GeometryOf(winner.config);
   if (!g.ok()) return Invalid("variant " + winner.label + ": " + g.status().message());
   const ProblemSpec spec = ProblemOf(args);
-  const std::string expr = KernelNameExpression(*g, spec);
-  auto it = winner.functions.find(expr);
-  if (it == winner.functions.end()) {
-    std::string held;
-    for (const auto& [name, f] : winner.functions) held += (held.empty() ? "" : ", ") + name;
-    return Invalid("variant " + winner.label + " holds no rmsnorm kernel for " + ToJson(spec).dump() + " (wants " +
-                   expr + ", holds " + (held.empty() ? "nothing" : held) + ")");
-  }
+  DFLASH_ASSIGN_OR_RETURN(CUfunction function, kernels::VariantFunction(winner, KernelNameExpression(*g, spec),
+                                                                        "rmsnorm launch", "rmsnorm",
+                                                                        ToJson(spec).dump()));
   if (args.rows == 0) return Status::Ok();
 
   dflash_rmsnorm::RmsNormParams p{};
@@ -117,7 +113,7 @@ Status LaunchRmsNorm(const tuner::LoadedVariant& winner, const RmsNormArgs& args
   gpu::Dim3 block;
   block.x = static_cast<unsigned>(g->threads);
   void* kernel_args[] = {&p};
-  return gpu::Launch(it->second, grid, block, 0, stream, kernel_args, winner.label);
+  return gpu::Launch(function, grid, block, 0, stream, kernel_args, winner.label);
 }
 
 }  // namespace dflash::rmsnorm

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/variant_function.h"
 #include "kernels/rmsnorm/rmsnorm_bwd_params.h"
 #include "kernels/rmsnorm/row_tensors.h"
 #include "tuner/gpu_runtime.h"
@@ -69,14 +70,8 @@ Status LaunchRmsNormBackward(const tuner::LoadedVariant& winner, const RmsNormBw
   if (!g.ok()) return Invalid("variant " + winner.label + ": " + g.status().message());
   DFLASH_RETURN_IF_ERROR(CheckRmsNormBwdArgs(args, DwPartialRows(*g, args.rows)));
   const BwdProblemSpec spec = ProblemOf(args);
-  const std::string expr = BwdKernelNameExpression(*g, spec);
-  auto it = winner.functions.find(expr);
-  if (it == winner.functions.end()) {
-    std::string held;
-    for (const auto& [name, f] : winner.functions) held += (held.empty() ? "" : ", ") + name;
-    return Invalid("variant " + winner.label + " holds no rmsnorm_bwd kernel for " + ToJson(spec).dump() +
-                   " (wants " + expr + ", holds " + (held.empty() ? "nothing" : held) + ")");
-  }
+  DFLASH_ASSIGN_OR_RETURN(CUfunction function, kernels::VariantFunction(winner, BwdKernelNameExpression(*g, spec),
+                                                                        kWhat, "rmsnorm_bwd", ToJson(spec).dump()));
   if (args.rows == 0) return Status::Ok();
 
   dflash_rmsnorm::RmsNormBwdParams p{};
@@ -96,7 +91,7 @@ Status LaunchRmsNormBackward(const tuner::LoadedVariant& winner, const RmsNormBw
   gpu::Dim3 block;
   block.x = static_cast<unsigned>(g->row.threads);
   void* kernel_args[] = {&p};
-  return gpu::Launch(it->second, grid, block, 0, stream, kernel_args, winner.label);
+  return gpu::Launch(function, grid, block, 0, stream, kernel_args, winner.label);
 }
 
 }  // namespace dflash::rmsnorm

@@ -8,22 +8,12 @@
 #include <vector>
 
 #include "kernels/rmsnorm/reference.h"
+#include "kernels/rmsnorm/row_buffer.h"
 #include "kernels/rmsnorm/rmsnorm_bwd_api.h"
 #include "kernels/rmsnorm/rmsnorm_workload.h"
 
 namespace dflash::rmsnorm {
 namespace {
-
-constexpr std::uint16_t kPoison = 0xFFFF;  // a NaN in bf16 (and 0xFFFFFFFF one in fp32)
-
-struct Tensor {
-  std::int64_t stride = 0;
-  std::vector<std::uint16_t> host;
-  gpu::DeviceBuffer dev;
-
-  std::size_t bytes() const { return host.size() * 2; }
-  std::uint16_t& at(std::int64_t row, std::int64_t col) { return host[static_cast<std::size_t>(row * stride + col)]; }
-};
 
 class RmsNormBwdWorkload final : public tuner::Workload {
  public:
@@ -74,7 +64,7 @@ class RmsNormBwdWorkload final : public tuner::Workload {
       }
     }
 
-    for (Tensor* t : {&x_, &dy_, &dx_}) {
+    for (RowBuffer* t : {&x_, &dy_, &dx_}) {
       DFLASH_ASSIGN_OR_RETURN(t->dev, gpu::DeviceBuffer::Alloc(t->bytes(), "rmsnorm_bwd tensor"));
       DFLASH_RETURN_IF_ERROR(t->dev.Upload(t->host.data(), t->bytes()));
     }
@@ -131,10 +121,7 @@ class RmsNormBwdWorkload final : public tuner::Workload {
   }
 
  private:
-  void Shape(Tensor& t, std::int64_t pad) {
-    t.stride = spec_.cols + pad;
-    t.host.assign(static_cast<std::size_t>(spec_.rows * t.stride), kPoison);
-  }
+  void Shape(RowBuffer& t, std::int64_t pad) { t.Shape(spec_.rows, spec_.cols, pad); }
 
   Result<bool> CheckDx(std::ostringstream& m) const {
     std::vector<std::uint16_t> got(dx_.host.size());
@@ -145,7 +132,7 @@ class RmsNormBwdWorkload final : public tuner::Workload {
       for (std::int64_t c = 0; c < dx_.stride; ++c) {
         const std::uint16_t bits = got[static_cast<std::size_t>(i * dx_.stride + c)];
         if (c >= spec_.cols) {
-          clobbered += bits != kPoison;
+          clobbered += bits != kRowPoison;
           continue;
         }
         const double g = Bf16ToFloat(bits);
@@ -205,7 +192,7 @@ class RmsNormBwdWorkload final : public tuner::Workload {
 
   BwdProblemSpec spec_;
   BwdWorkloadOptions opt_;
-  Tensor x_, dy_, dx_;
+  RowBuffer x_, dy_, dx_;
   std::vector<std::uint16_t> w16_;
   std::vector<float> w32_;
   ReferenceGradients ref_;

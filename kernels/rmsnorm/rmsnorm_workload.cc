@@ -8,22 +8,11 @@
 #include <vector>
 
 #include "kernels/rmsnorm/reference.h"
+#include "kernels/rmsnorm/row_buffer.h"
 #include "kernels/rmsnorm/rmsnorm_api.h"
 
 namespace dflash::rmsnorm {
 namespace {
-
-constexpr std::uint16_t kPoison = 0xFFFF;  // a NaN in bf16
-
-// A [rows, cols] bf16 tensor with `stride`-element rows: its host image (gaps poisoned) and its device buffer.
-struct Tensor {
-  std::int64_t stride = 0;
-  std::vector<std::uint16_t> host;
-  gpu::DeviceBuffer dev;
-
-  std::size_t bytes() const { return host.size() * 2; }
-  std::uint16_t& at(std::int64_t row, std::int64_t col) { return host[static_cast<std::size_t>(row * stride + col)]; }
-};
 
 class RmsNormWorkload final : public tuner::Workload {
  public:
@@ -72,7 +61,7 @@ class RmsNormWorkload final : public tuner::Workload {
     in.eps = opt_.eps;
     ref_ = ReferenceRmsNorm(in);
 
-    for (Tensor* t : {&x_, &r_, &z_, &sum_, &out_}) {
+    for (RowBuffer* t : {&x_, &r_, &z_, &sum_, &out_}) {
       if (t->host.empty()) continue;
       DFLASH_ASSIGN_OR_RETURN(t->dev, gpu::DeviceBuffer::Alloc(t->bytes(), "rmsnorm tensor"));
       DFLASH_RETURN_IF_ERROR(t->dev.Upload(t->host.data(), t->bytes()));
@@ -111,7 +100,7 @@ class RmsNormWorkload final : public tuner::Workload {
     if (spec_.residual) {
       a.residual = r_.dev.ptr();
       a.residual_stride = r_.stride;
-      const Tensor& sum = opt_.sum_in_place ? r_ : sum_;
+      const RowBuffer& sum = opt_.sum_in_place ? r_ : sum_;
       if (opt_.write_sum) {
         a.sum_out = sum.dev.ptr();
         a.sum_out_stride = sum.stride;
@@ -149,19 +138,16 @@ class RmsNormWorkload final : public tuner::Workload {
   }
 
  private:
-  void Shape(Tensor& t, std::int64_t pad) {
-    t.stride = spec_.cols + pad;
-    t.host.assign(static_cast<std::size_t>(spec_.rows * t.stride), kPoison);  // gaps hold NaN
-  }
+  void Shape(RowBuffer& t, std::int64_t pad) { t.Shape(spec_.rows, spec_.cols, pad); }
 
   // Downloads `t` and counts the elements outside its rows' first cols that are no longer as uploaded.
-  Result<std::vector<std::uint16_t>> Download(const Tensor& t, std::int64_t& clobbered) const {
+  Result<std::vector<std::uint16_t>> Download(const RowBuffer& t, std::int64_t& clobbered) const {
     std::vector<std::uint16_t> got(t.host.size());
     DFLASH_RETURN_IF_ERROR(t.dev.Download(got.data(), t.bytes()));
     clobbered = 0;
     for (std::int64_t i = 0; i < spec_.rows; ++i)
       for (std::int64_t c = spec_.cols; c < t.stride; ++c)
-        clobbered += got[static_cast<std::size_t>(i * t.stride + c)] != kPoison;
+        clobbered += got[static_cast<std::size_t>(i * t.stride + c)] != kRowPoison;
     return got;
   }
 
@@ -200,7 +186,7 @@ class RmsNormWorkload final : public tuner::Workload {
     return false;
   }
 
-  Result<bool> CheckSum(const Tensor& t, std::ostringstream& m) const {
+  Result<bool> CheckSum(const RowBuffer& t, std::ostringstream& m) const {
     std::int64_t clobbered = 0;
     DFLASH_ASSIGN_OR_RETURN(const std::vector<std::uint16_t> s, Download(t, clobbered));
     std::int64_t bad = 0, first_i = -1, first_c = -1;
@@ -229,7 +215,7 @@ class RmsNormWorkload final : public tuner::Workload {
 
   ProblemSpec spec_;
   WorkloadOptions opt_;
-  Tensor x_, r_, z_, sum_, out_;
+  RowBuffer x_, r_, z_, sum_, out_;
   std::vector<std::uint16_t> w16_;
   std::vector<float> w32_;
   ReferenceOutput ref_;

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "kernels/common/variant_function.h"
 #include "kernels/rope/rope_params.h"
 #include "tuner/gpu_runtime.h"
 
@@ -57,14 +58,8 @@ Status LaunchRope(const tuner::LoadedVariant& winner, const RopeArgs& args, CUst
   Result<Geometry> g = GeometryOf(winner.config);
   if (!g.ok()) return Invalid("variant " + winner.label + ": " + g.status().message());
   const ProblemSpec spec = ProblemOf(args);
-  const std::string expr = KernelNameExpression(*g, spec);
-  auto it = winner.functions.find(expr);
-  if (it == winner.functions.end()) {
-    std::string held;
-    for (const auto& [name, f] : winner.functions) held += (held.empty() ? "" : ", ") + name;
-    return Invalid("variant " + winner.label + " holds no rope kernel for " + ToJson(spec).dump() + " (wants " + expr +
-                   ", holds " + (held.empty() ? "nothing" : held) + ")");
-  }
+  DFLASH_ASSIGN_OR_RETURN(CUfunction function, kernels::VariantFunction(winner, KernelNameExpression(*g, spec),
+                                                                        "rope launch", "rope", ToJson(spec).dump()));
   if (args.tokens == 0) return Status::Ok();
   dflash_rope::RopeParams p{};
   p.x = args.x;
@@ -81,7 +76,7 @@ Status LaunchRope(const tuner::LoadedVariant& winner, const RopeArgs& args, CUst
   gpu::Dim3 block;
   block.x = static_cast<unsigned>(g->threads);
   void* kernel_args[] = {&p};
-  return gpu::Launch(it->second, grid, block, 0, stream, kernel_args, winner.label);
+  return gpu::Launch(function, grid, block, 0, stream, kernel_args, winner.label);
 }
 
 }  // namespace dflash::rope
