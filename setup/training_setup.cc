@@ -69,11 +69,11 @@ void AddDrafterNormShapes(const TrainingSetup& s, std::vector<OpShape>& shapes) 
   const auto standard = rmsnorm::Kind::kStandard;
   const auto fp32 = rmsnorm::WeightDtype::kFp32;
   const std::int64_t block_rows = s.num_anchors * d.block_size;
-  if (rmsnorm::BwdServes(d.hidden_size, fp32)) {
+  if (rmsnorm::BwdServes(d.hidden_size)) {
     shapes.push_back(OpShape::TrainedRmsNorm(s.max_length, d.hidden_size, standard, fp32));
     shapes.push_back(OpShape::TrainedRmsNorm(block_rows, d.hidden_size, standard, fp32));
   }
-  if (rmsnorm::BwdServes(d.head_dim, fp32)) {
+  if (rmsnorm::BwdServes(d.head_dim)) {
     shapes.push_back(OpShape::TrainedRmsNorm(block_rows * d.num_attention_heads, d.head_dim, standard, fp32));
     shapes.push_back(
         OpShape::TrainedRmsNorm((s.max_length + block_rows) * d.num_key_value_heads, d.head_dim, standard, fp32));

@@ -4,14 +4,18 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/row_tensors.h"
 #include "kernels/common/variant_function.h"
 #include "kernels/rmsnorm/rmsnorm_config.h"
 #include "kernels/rmsnorm/rmsnorm_params.h"
-#include "kernels/rmsnorm/row_tensors.h"
 #include "tuner/gpu_runtime.h"
 
 namespace dflash::rmsnorm {
 namespace {
+
+using kernels::CheckRowTensor;
+using kernels::Footprint;
+using kernels::Overlap;
 
 Status Invalid(const std::string& what) { return InvalidArgument("rmsnorm launch: " + what); }
 

@@ -4,13 +4,17 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/row_tensors.h"
 #include "kernels/common/variant_function.h"
 #include "kernels/rmsnorm/rmsnorm_bwd_params.h"
-#include "kernels/rmsnorm/row_tensors.h"
 #include "tuner/gpu_runtime.h"
 
 namespace dflash::rmsnorm {
 namespace {
+
+using kernels::CheckRowTensor;
+using kernels::Footprint;
+using kernels::Overlap;
 
 constexpr const char* kWhat = "rmsnorm_bwd launch";
 

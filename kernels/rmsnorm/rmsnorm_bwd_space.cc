@@ -29,8 +29,7 @@ tuner::Config ConfigOf(int threads, int row_threads, int vec, int row_groups) {
 
 }  // namespace
 
-bool BwdServes(std::int64_t cols, WeightDtype weight) {
-  (void)weight;  // both storages fit the same rows (the fp32 weight's extra registers are within the estimate)
+bool BwdServes(std::int64_t cols) {
   return cols >= kColsMultiple && cols % kColsMultiple == 0 && cols <= kMaxBwdCols;
 }
 
@@ -44,7 +43,7 @@ Result<BwdProblemSpec> ParseBwdProblem(const tuner::Problem& problem) {
   // The remaining fields mean what they mean in the forward's problem, which validates them.
   Result<ProblemSpec> fwd = ParseProblem(problem);
   if (!fwd.ok()) return InvalidArgument("rmsnorm_bwd " + fwd.status().message().substr(std::string("rmsnorm ").size()));
-  if (!BwdServes(fwd->cols, fwd->weight))
+  if (!BwdServes(fwd->cols))
     return InvalidArgument("rmsnorm_bwd problem: \"cols\" = " + Str(fwd->cols) + " is more than " + Str(kMaxBwdCols) +
                            " (no config holds such a row in registers without spilling)");
   return BwdProblemSpec{fwd->rows, fwd->cols, fwd->kind, fwd->weight};

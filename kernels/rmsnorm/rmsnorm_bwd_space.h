@@ -25,7 +25,7 @@ namespace dflash::rmsnorm {
 // 256, within the register estimate). Wider rows are not problems of this family: the training setup requests no key
 // and the trainer runs LibTorch's backward for them.
 constexpr std::int64_t kMaxBwdCols = 8192;
-bool BwdServes(std::int64_t cols, WeightDtype weight);
+bool BwdServes(std::int64_t cols);  // both weight storages fit the same rows
 
 struct BwdProblemSpec {
   std::int64_t rows = 0;

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "kernels/common/row_tensors.h"
 #include "kernels/common/variant_function.h"
 #include "kernels/rope/rope_params.h"
 #include "tuner/gpu_runtime.h"
@@ -11,12 +12,10 @@ namespace {
 
 Status Invalid(const std::string& what) { return InvalidArgument("rope launch: " + what); }
 
-struct Range {
-  const char* name;
-  std::int64_t begin, end;  // bytes [begin, end)
-};
-
-bool Overlap(const Range& a, const Range& b) { return a.begin < b.end && b.begin < a.end; }
+// `bytes` contiguous bytes from `base`, as a footprint of one row.
+kernels::Footprint Span(const char* name, CUdeviceptr base, std::int64_t bytes) {
+  return {name, static_cast<std::int64_t>(base), 1, bytes, bytes};
+}
 
 }  // namespace
 
@@ -42,13 +41,12 @@ Status CheckRopeArgs(const RopeArgs& a) {
   if (a.tokens == 0) return Status::Ok();
   const std::int64_t out_bytes = a.tokens * a.heads * a.head_dim * 2;
   const std::int64_t table_bytes = a.tokens * a.rotary_dim * 4;
-  const std::int64_t x_end = static_cast<std::int64_t>(a.x) +
-                             2 * ((a.tokens - 1) * a.x_token_stride + (a.heads - 1) * a.x_head_stride + a.head_dim);
-  const Range out{"out", static_cast<std::int64_t>(a.out), static_cast<std::int64_t>(a.out) + out_bytes};
-  for (const Range& in : {Range{"x", static_cast<std::int64_t>(a.x), x_end},
-                          Range{"cos", static_cast<std::int64_t>(a.cos), static_cast<std::int64_t>(a.cos) + table_bytes},
-                          Range{"sin", static_cast<std::int64_t>(a.sin), static_cast<std::int64_t>(a.sin) + table_bytes}}) {
-    if (Overlap(out, in)) return Invalid(std::string("out overlaps ") + in.name + " (out may not overlap an input)");
+  const std::int64_t x_bytes = 2 * ((a.tokens - 1) * a.x_token_stride + (a.heads - 1) * a.x_head_stride + a.head_dim);
+  const kernels::Footprint out = Span("out", a.out, out_bytes);
+  for (const kernels::Footprint& in : {Span("x", a.x, x_bytes), Span("cos", a.cos, table_bytes),
+                                       Span("sin", a.sin, table_bytes)}) {
+    if (kernels::Overlap(out, in))
+      return Invalid(std::string("out overlaps ") + in.name + " (out may not overlap an input)");
   }
   return Status::Ok();
 }

@@ -570,10 +570,9 @@ class TrainedRopeFunction : public torch::autograd::Function<TrainedRopeFunction
 }  // namespace
 
 torch::Tensor CachedKernelOps::TrainedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-  const bool fp32 = weight.scalar_type() == torch::kFloat;
   const bool served = x.is_cuda() && x.scalar_type() == torch::kBFloat16 &&
-                      (fp32 || weight.scalar_type() == torch::kBFloat16) && x.dim() >= 1 &&
-                      rmsnorm::BwdServes(x.size(-1), fp32 ? rmsnorm::WeightDtype::kFp32 : rmsnorm::WeightDtype::kBf16);
+                      (weight.scalar_type() == torch::kFloat || weight.scalar_type() == torch::kBFloat16) &&
+                      x.dim() >= 1 && rmsnorm::BwdServes(x.size(-1));
   if (!served) return DrafterOps::TrainedRmsNorm(x, weight, eps);
   const c10::DeviceGuard guard(x.device());
   return TrainedRmsNormFunction::apply(x, weight, reinterpret_cast<std::int64_t>(state_.get()), eps);

@@ -42,8 +42,8 @@ TEST(RmsNormBwdProblem, RefusesWhatTheBackwardDoesNotServe) {
   EXPECT_NE(message(wide).find("more than 8192"), std::string::npos) << message(wide);
   wide["cols"] = 8192;
   EXPECT_TRUE(ParseBwdProblem(wide).ok());
-  EXPECT_TRUE(BwdServes(8192, WeightDtype::kFp32));
-  EXPECT_FALSE(BwdServes(8200, WeightDtype::kBf16));
+  EXPECT_TRUE(BwdServes(8192));
+  EXPECT_FALSE(BwdServes(8200));
   tuner::Problem fp16 = base;
   fp16["dtype"] = "fp16";
   EXPECT_EQ(ParseBwdProblem(fp16).status().code(), ErrorCode::kInvalidArgument);

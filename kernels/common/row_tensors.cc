@@ -1,11 +1,10 @@
-#include "kernels/rmsnorm/row_tensors.h"
+#include "kernels/common/row_tensors.h"
 
-#include "kernels/rmsnorm/rmsnorm_problem.h"
-
-namespace dflash::rmsnorm {
+namespace dflash::kernels {
 namespace {
 
 constexpr std::int64_t kRowAlignBytes = 16;
+constexpr std::int64_t kRowAlignElements = 8;  // bf16 elements in 16 bytes
 
 // Floor of a / b for b > 0.
 std::int64_t FloorDiv(std::int64_t a, std::int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
@@ -31,10 +30,10 @@ Status CheckRowTensor(const std::string& what, const char* name, CUdeviceptr ptr
   if (ptr % kRowAlignBytes != 0)
     return InvalidArgument(what + ": " + name +
                            " must be 16-byte aligned (rows are read and written as 16-byte vectors)");
-  if (stride < cols || stride % kColsMultiple != 0)
+  if (stride < cols || stride % kRowAlignElements != 0)
     return InvalidArgument(what + ": " + name + "_stride=" + std::to_string(stride) + " must be >= cols=" +
                            std::to_string(cols) + " and a multiple of 8 elements (16-byte aligned rows)");
   return Status::Ok();
 }
 
-}  // namespace dflash::rmsnorm
+}  // namespace dflash::kernels

@@ -1,6 +1,6 @@
-// The launch-time checks the rmsnorm families share for tensors of rows: a row tensor's alignment and stride rule,
-// and whether two tensors' bytes overlap.
-// Who may call it: rmsnorm_api.cc and rmsnorm_bwd_api.cc. Thread-safety: pure functions.
+// The launch-time checks the row-wise kernel families share: a bf16 row tensor's alignment and stride rule, and
+// whether two tensors' bytes overlap.
+// Who may call it: the row-wise families' launchers (rmsnorm, rmsnorm_bwd, rope). Thread-safety: pure functions.
 #pragma once
 
 #include <cuda.h>
@@ -10,7 +10,7 @@
 
 #include "base/status.h"
 
-namespace dflash::rmsnorm {
+namespace dflash::kernels {
 
 // The bytes a tensor occupies: `rows` runs of `row_bytes` bytes, `stride_bytes` apart, from `base`.
 struct Footprint {
@@ -30,4 +30,4 @@ bool Overlap(const Footprint& a, const Footprint& b);
 Status CheckRowTensor(const std::string& what, const char* name, CUdeviceptr ptr, std::int64_t stride,
                       std::int64_t cols);
 
-}  // namespace dflash::rmsnorm
+}  // namespace dflash::kernels
