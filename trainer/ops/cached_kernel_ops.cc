@@ -512,10 +512,6 @@ class TrainedRmsNormFunction : public torch::autograd::Function<TrainedRmsNormFu
   }
 };
 
-}  // namespace
-
-namespace {
-
 // The rope kernel can serve x and the tables: bf16 x [T, H, D] on the ops' device, fp32 tables [T, R], dims the
 // family serves.
 bool RopeServes(const CachedKernelOps::State& state, const torch::Tensor& x, const nn::RopeTables& rope) {
@@ -528,9 +524,7 @@ bool RopeServes(const CachedKernelOps::State& state, const torch::Tensor& x, con
 // out [T, H, D] = rotate(x, sign * theta): one launch of the rope winner of x's shape.
 torch::Tensor LaunchRope(CachedKernelOps::State& state, const torch::Tensor& x_in, const nn::RopeTables& rope,
                          float sign) {
-  const bool heads_addressable = x_in.stride(2) == 1 && x_in.stride(0) % 8 == 0 && x_in.stride(1) % 8 == 0 &&
-                                 reinterpret_cast<std::uintptr_t>(x_in.data_ptr()) % 16 == 0;
-  const auto x = heads_addressable ? x_in : x_in.contiguous();
+  const auto x = RowAddressable(x_in);
   const auto cos = rope.cos.contiguous(), sin = rope.sin.contiguous();
   auto out = torch::empty(x.sizes(), x.options().memory_format(torch::MemoryFormat::Contiguous));
   rope::RopeArgs a;
