@@ -1,6 +1,8 @@
 #include "trainer/ops/cached_kernel_ops.h"
 
+#include <chrono>
 #include <map>
+#include <ostream>
 #include <set>
 #include <utility>
 
@@ -289,18 +291,33 @@ Result<std::vector<KernelUse>> CachedKernelOps::Prepare(const std::vector<setup:
 }
 
 Result<std::vector<KernelUse>> CachedKernelOps::TuneMissing(const std::vector<setup::KernelRequest>& requests,
-                                                            tuner::TuneOptions options) {
+                                                            tuner::TuneOptions options, std::ostream* log) {
   if (options.arch.empty()) options.arch = state_->ctx.info().arch();
-  tuner::ThreadPool pool;
-  const tuner::Tuner tuner(state_->cache, &state_->ctx, pool);
+  std::vector<const setup::KernelRequest*> missing;
+  std::set<std::string> missing_seen;
   for (const setup::KernelRequest& request : requests) {
     Result<tuner::ResolvedKernel> r = state_->provider.Get(*request.family, request.problem);
     if (r.ok()) continue;
     if (r.status().code() != ErrorCode::kNotFound) return r.status().WithContext(request.operation);
+    if (missing_seen.insert(r.status().message()).second) missing.push_back(&request);
+  }
+  tuner::ThreadPool pool;
+  const tuner::Tuner tuner(state_->cache, &state_->ctx, pool);
+  const auto started = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < missing.size(); ++i) {
+    const setup::KernelRequest& request = *missing[i];
+    if (log) *log << "tuning " << i + 1 << "/" << missing.size() << ": " << request.operation << std::endl;
     DFLASH_ASSIGN_OR_RETURN(tuner::KeyReport report, tuner.Tune(*request.family, request.problem, options));
     if (report.status == tuner::KeyStatus::kNoValidVariant || report.status == tuner::KeyStatus::kCompiledOnly) {
       return NotFound("tuning " + request.operation + " (" + report.signature + ") gave no winner: " +
                       tuner::KeyStatusName(report.status) + (report.note.empty() ? "" : ", " + report.note));
+    }
+    if (log) {
+      const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      *log << "  " << tuner::KeyStatusName(report.status) << " " << report.family << " " << report.signature << ": "
+           << report.winner_ms << " ms " << report.winner_config << " (" << report.counts.compiled << " compiled, "
+           << report.counts.benchmarked << " timed, " << report.wall_s << " s; " << total_s << " s so far)"
+           << std::endl;
     }
   }
   return Prepare(requests);

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,9 +50,10 @@ class CachedKernelOps final : public Ops {
   // one per distinct key. NotFound listing ALL missing keys, each with its exact warmup command.
   Result<std::vector<KernelUse>> Prepare(const std::vector<setup::KernelRequest>& requests);
   // Tunes the keys of `requests` that are missing from the cache (single flight across processes), then Prepare().
-  // options.arch defaults to this device's arch.
+  // options.arch defaults to this device's arch. With `log`, one line per key as it starts and ends (flushed: a
+  // cold start tunes for minutes).
   Result<std::vector<KernelUse>> TuneMissing(const std::vector<setup::KernelRequest>& requests,
-                                             tuner::TuneOptions options);
+                                             tuner::TuneOptions options, std::ostream* log = nullptr);
 
   std::string name() const override { return "cached_kernels"; }
   const gpu::DeviceInfo& device_info() const;

@@ -104,7 +104,7 @@ Result<OpsBackend> MakeOps(const TrainOptions& options, const RunDevice& device,
     return Unsupported("the cached kernels cannot run this model (" + why + "): train with --kernels reference");
   }
   Result<std::vector<KernelUse>> uses = options.tune_missing
-                                            ? ops->TuneMissing(requests.requests, tuner::TuneOptions{})
+                                            ? ops->TuneMissing(requests.requests, tuner::TuneOptions{}, &log)
                                             : ops->Prepare(requests.requests);
   if (!uses.ok()) return uses.status();
   PrintProvenance(log, *uses);
