@@ -8,15 +8,16 @@
 #include "kernels/rmsnorm/rmsnorm_bwd_family.h"
 #include "kernels/rmsnorm/rmsnorm_family.h"
 #include "kernels/rope/rope_family.h"
+#include "kernels/swiglu/swiglu_family.h"
 #include "kernels/xent/xent_family.h"
 
 namespace dflash::kernels {
 
 std::span<const tuner::KernelFamily* const> AllFamilies() {
-  static const std::array<const tuner::KernelFamily*, 8> kFamilies = {
+  static const std::array<const tuner::KernelFamily*, 9> kFamilies = {
       &conv1d::Family(), &gdn::ChunkedForwardFamily(), &attention::ForwardFamily(), &attention::BackwardFamily(),
       &rmsnorm::Family(), &rmsnorm::BackwardFamily(), &rope::Family(),
-      &xent::Family()};
+      &swiglu::Family(), &xent::Family()};
   return kFamilies;
 }
 

@@ -9,6 +9,7 @@
 #include "kernels/rmsnorm/rmsnorm_bwd_family.h"
 #include "kernels/rmsnorm/rmsnorm_family.h"
 #include "kernels/rope/rope_family.h"
+#include "kernels/swiglu/swiglu_family.h"
 #include "kernels/xent/xent_family.h"
 
 namespace dflash::setup {
@@ -22,6 +23,7 @@ const char* OpName(OpKind op) {
     case OpKind::kRmsNorm: return "rms_norm";
     case OpKind::kCrossEntropy: return "cross_entropy";
     case OpKind::kRope: return "rope";
+    case OpKind::kSwiglu: return "swiglu";
   }
   return "unknown";
 }
@@ -36,7 +38,7 @@ OpShape::Key OpShape::key() const {
           gdn.num_seqs, gdn.initial_state, gdn.final_state, rmsnorm.rows, rmsnorm.cols,
           static_cast<std::int64_t>(rmsnorm.kind), rmsnorm.residual, rmsnorm.gate,
           static_cast<std::int64_t>(rmsnorm.weight), xent.rows, xent.vocab, xent.grad, rmsnorm_trained, rope.tokens, rope.heads, rope.head_dim,
-          rope.rotary_dim, 0};
+          rope.rotary_dim, swiglu.rows, swiglu.cols, 0};
 }
 
 OpShape OpShape::DraftAttention(std::int64_t context_len, std::int64_t num_blocks, std::int64_t block_size,
@@ -118,6 +120,13 @@ OpShape OpShape::Rope(std::int64_t tokens, std::int64_t heads, std::int64_t head
   return s;
 }
 
+OpShape OpShape::Swiglu(std::int64_t rows, std::int64_t cols) {
+  OpShape s;
+  s.op = OpKind::kSwiglu;
+  s.swiglu = {rows, cols};
+  return s;
+}
+
 OpShape OpShape::CrossEntropy(std::int64_t rows, std::int64_t vocab) {
   OpShape s;
   s.op = OpKind::kCrossEntropy;
@@ -135,7 +144,8 @@ bool PackedRows(const OpShape& shape) {
     case OpKind::kGatedDeltaRule: return shape.gdn.num_seqs > 1;
     case OpKind::kRmsNorm:
     case OpKind::kCrossEntropy:
-    case OpKind::kRope: return false;  // row-wise: one key for padded and packed rows
+    case OpKind::kRope:
+    case OpKind::kSwiglu: return false;  // row-wise: one key for padded and packed rows
   }
   return false;
 }
@@ -164,6 +174,8 @@ std::vector<KernelRequest> KernelRequestsFor(const OpShape& shape) {
     }
     case OpKind::kCrossEntropy:
       return {{op, &xent::Family(), xent::ToJson(shape.xent)}};
+    case OpKind::kSwiglu:
+      return {{op + " " + std::to_string(shape.swiglu.cols), &swiglu::Family(), swiglu::ToJson(shape.swiglu)}};
     case OpKind::kRope:
       return {{op + " " + std::to_string(shape.rope.heads) + "x" + std::to_string(shape.rope.head_dim), &rope::Family(),
                rope::ToJson(shape.rope)}};

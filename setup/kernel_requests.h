@@ -15,13 +15,14 @@
 #include "kernels/gdn/gdn_problem.h"
 #include "kernels/rmsnorm/rmsnorm_problem.h"
 #include "kernels/rope/rope_space.h"
+#include "kernels/swiglu/swiglu_space.h"
 #include "kernels/xent/xent_problem.h"
 #include "tuner/kernel_family.h"
 
 namespace dflash::setup {
 
-enum class OpKind { kDraftAttention, kCausalAttention, kConv1d, kGatedDeltaRule, kRmsNorm, kCrossEntropy, kRope };
-// "draft_attention", "causal_attention", "conv1d", "gated_delta_rule", "rms_norm", "cross_entropy", "rope"
+enum class OpKind { kDraftAttention, kCausalAttention, kConv1d, kGatedDeltaRule, kRmsNorm, kCrossEntropy, kRope, kSwiglu };
+// "draft_attention", "causal_attention", "conv1d", "gated_delta_rule", "rms_norm", "cross_entropy", "rope", "swiglu"
 const char* OpName(OpKind op);
 
 // Packed rows hold a different number of documents each. Their problems (doc-causal attention, conv1d, gated delta
@@ -40,9 +41,10 @@ struct OpShape {
   bool rmsnorm_trained = false;  // rms norm: the weight and input are trained (a backward runs too)
   xent::ProblemSpec xent;
   rope::ProblemSpec rope;
+  swiglu::ProblemSpec swiglu;
 
   // Every field as numbers: equal keys are equal shapes (a map key for callers that resolve each shape once).
-  using Key = std::array<std::int64_t, 38>;
+  using Key = std::array<std::int64_t, 40>;
   Key key() const;
 
   // Drafter attention over S context rows and N blocks of B rows; window 0 = the full mask. `packed_rows`: the
@@ -68,6 +70,8 @@ struct OpShape {
   // The rotary embedding of `tokens` tokens of `heads` heads (TargetOps::Rope, DrafterOps::TrainedRope: forward and
   // backward run one kernel); only for dims rope::Supported serves.
   static OpShape Rope(std::int64_t tokens, std::int64_t heads, std::int64_t head_dim, std::int64_t rotary_dim);
+  // silu(gate) * up over `rows` rows of `cols` (TargetOps::SwiGlu); only for widths swiglu::Supported serves.
+  static OpShape Swiglu(std::int64_t rows, std::int64_t cols);
   // The loss's row-wise pass over `rows` rows of `vocab` logits, with the logits' gradient (DrafterOps::CrossEntropy).
   static OpShape CrossEntropy(std::int64_t rows, std::int64_t vocab);
 };
@@ -80,7 +84,7 @@ struct KernelRequest {
 
 // The kernels `shape` launches: draft attention -> attention_fwd and attention_bwd; causal attention ->
 // attention_fwd; conv1d -> conv1d; gated delta rule -> gdn; rms norm -> rmsnorm (and rmsnorm_bwd when trained);
-// cross-entropy -> xent; rope -> rope.
+// cross-entropy -> xent; rope -> rope; swiglu -> swiglu.
 std::vector<KernelRequest> KernelRequestsFor(const OpShape& shape);
 // The requests of every shape, in order (repeats kept: CachedKernelOps::Prepare reports each key once).
 std::vector<KernelRequest> KernelRequestsFor(const std::vector<OpShape>& shapes);

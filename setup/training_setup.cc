@@ -83,6 +83,12 @@ void AddDrafterNormShapes(const TrainingSetup& s, std::vector<OpShape>& shapes) 
 // The rotary embeddings (one kernel serves forward and backward): the target's q and k over its tokens (the
 // rotated part of its heads: TargetRotaryDim), the drafter's q over the block rows and k over the context and
 // block rows (every dim rotated). Dims the rope family does not serve run LibTorch's rotation: no key.
+// The target MLP's silu(gate) * up over [T, intermediate] (the drafter's, trained, stays LibTorch's).
+void AddTargetSwigluShapes(const TrainingSetup& s, std::vector<OpShape>& shapes) {
+  if (swiglu::Supported(s.target.intermediate_size))
+    shapes.push_back(OpShape::Swiglu(s.max_length, s.target.intermediate_size));
+}
+
 void AddTargetRopeShapes(const TrainingSetup& s, std::vector<OpShape>& shapes) {
   const TargetConfig& t = s.target;
   const std::int64_t rotary = TargetRotaryDim(t);
@@ -121,6 +127,7 @@ std::vector<OpShape> OpShapesFor(const TrainingSetup& setup, OpSide side) {
   }
   if (side != OpSide::kDrafter) AddTargetNormShapes(setup, shapes);
   if (side != OpSide::kDrafter) AddTargetRopeShapes(setup, shapes);
+  if (side != OpSide::kDrafter) AddTargetSwigluShapes(setup, shapes);
   if (side != OpSide::kTarget) AddDrafterNormShapes(setup, shapes);
   if (side != OpSide::kTarget) AddDrafterRopeShapes(setup, shapes);
   if (side != OpSide::kTarget) AddLossShapes(setup, shapes);

@@ -37,7 +37,7 @@ std::set<Key> PresetKeys(const std::string& preset) {
 struct ModelShapes {
   std::int64_t tokens, anchors, window, draft_heads, draft_kv, draft_dim;
   std::int64_t target_heads, target_kv, target_dim, gdn_heads, gdn_value_heads;
-  std::int64_t hidden, vocab;
+  std::int64_t hidden, vocab, intermediate;
 };
 
 // The shapes training runs with rows of `tokens` tokens and `anchors` blocks use: padded rows (one document) and
@@ -76,6 +76,7 @@ std::vector<OpShape> RunShapes(const ModelShapes& s, std::int64_t tokens, std::i
   shapes.push_back(OpShape::TrainedRmsNorm((tokens + block_rows) * s.draft_kv, s.draft_dim, standard, fp32));
   // The rotary embeddings: the target's q and k (both presets rotate a quarter of each head: partial_rotary_factor
   // 0.25), the drafter's q over the block rows and k over the context and block rows (every dim).
+  shapes.push_back(OpShape::Swiglu(tokens, s.intermediate));  // the target MLP's silu(gate) * up
   shapes.push_back(OpShape::Rope(tokens, s.target_heads, s.target_dim, s.target_dim / 4));
   shapes.push_back(OpShape::Rope(tokens, s.target_kv, s.target_dim, s.target_dim / 4));
   shapes.push_back(OpShape::Rope(block_rows, s.draft_heads, s.draft_dim, s.draft_dim));
@@ -100,14 +101,14 @@ void ExpectSameKeys(const std::set<Key>& got, const std::set<Key>& want) {
 }
 
 TEST(KernelRequests, TinyPresetWarmsEveryKeyTheOpsUse) {
-  const ModelShapes tiny{512, 16, 256, 4, 2, 64, 4, 2, 64, 1, 2, 256, 1024};
+  const ModelShapes tiny{512, 16, 256, 4, 2, 64, 4, 2, 64, 1, 2, 256, 1024, 512};
   ExpectSameKeys(RequestKeys(RunShapes(tiny, 512, 16, 3)), PresetKeys("tiny"));
   // A shorter row, fewer valid anchors and more documents fall in the same buckets.
   ExpectSameKeys(RequestKeys(RunShapes(tiny, 300, 12, 8)), PresetKeys("tiny"));
 }
 
 TEST(KernelRequests, Dflash27bPresetWarmsEveryKeyTheOpsUse) {
-  const ModelShapes big{4096, 512, 2048, 32, 8, 128, 24, 4, 256, 16, 48, 5120, 248320};
+  const ModelShapes big{4096, 512, 2048, 32, 8, 128, 24, 4, 256, 16, 48, 5120, 248320, 17408};
   ExpectSameKeys(RequestKeys(RunShapes(big, 4096, 512, 2)), PresetKeys("dflash-27b"));
   ExpectSameKeys(RequestKeys(RunShapes(big, 3000, 300, 5)), PresetKeys("dflash-27b"));
 }

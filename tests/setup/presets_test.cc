@@ -129,7 +129,7 @@ TEST(Presets, ConfigFileDerivesProblemsFromHuggingFaceConfigs) {
   // The row-wise families (norms, loss) have one key for both layouts: every selection warms them.
   auto row_wise = [](const KernelRequest& it) {
     const std::string_view f = it.family->name();
-    return f == "rmsnorm" || f == "rmsnorm_bwd" || f == "rope" || f == "xent";
+    return f == "rmsnorm" || f == "rmsnorm_bwd" || f == "rope" || f == "swiglu" || f == "xent";
   };
   const auto shared = std::count_if(items.begin(), items.end(), row_wise);
   EXPECT_GT(shared, 0);
@@ -190,6 +190,8 @@ TEST(Presets, TheTinyPresetIsTheTestModelWithBothLayerKindsAndBothDrafterMasks) 
   // The rotary embeddings: the target's q and k (64 dims, 16 rotated), the drafter's q over the block rows and k
   // over the context and block rows (64 dims, all rotated).
   ASSERT_EQ(by["rope"].size(), 4u);
+  ASSERT_EQ(by["swiglu"].size(), 1u);  // the target MLP's silu(gate) * up over [512, 512]
+  EXPECT_EQ(by["swiglu"][0], swiglu::MakeProblem(512, tiny->target.intermediate_size));
   EXPECT_EQ(by["rope"][0], rope::MakeProblem(512, tiny->target.num_attention_heads, 64, 16));
   EXPECT_EQ(by["rope"][3], rope::MakeProblem(512 + 256, tiny->drafter->num_key_value_heads, 64, 64));
 }

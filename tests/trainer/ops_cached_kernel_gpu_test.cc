@@ -41,7 +41,8 @@ constexpr std::int64_t kTokens = 300, kTargetDim = 64, kChannels = 512, kGdnHead
 // The norms' and the loss's sizes (the tiny target's hidden size and vocabulary).
 constexpr std::int64_t kHidden = 256, kLossRows = 96, kVocab = 1024;
 constexpr auto kBf16Weight = rmsnorm::WeightDtype::kBf16;
-constexpr std::int64_t kTargetRotary = 16;  // the tiny target's partial rotary (a quarter of its 64 dims)
+constexpr std::int64_t kTargetRotary = 16;
+constexpr std::int64_t kIntermediate = 512;  // the tiny target's MLP width  // the tiny target's partial rotary (a quarter of its 64 dims)
 
 torch::Tensor CuSeqlens() { return torch::tensor({0, 100, 170, 300}, torch::kInt); }
 
@@ -61,6 +62,7 @@ std::vector<setup::OpShape> TestShapes() {
           setup::OpShape::TrainedRmsNorm(kTokens, kHidden, rmsnorm::Kind::kStandard, rmsnorm::WeightDtype::kFp32),
           setup::OpShape::Rope(kTokens, kHq, kTargetDim, kTargetRotary),
           setup::OpShape::Rope(kContext + kBlocks * kBlock, kHkv, kDraftDim, kDraftDim),
+          setup::OpShape::Swiglu(kTokens, kIntermediate),
           setup::OpShape::CrossEntropy(kLossRows, kVocab)};
 }
 
@@ -180,8 +182,8 @@ TEST_F(CachedKernelOpsGpu, PrepareReportsTheProvenanceOfEveryKey) {
   auto uses = ops().Prepare(setup::KernelRequestsFor(TestShapes()));
   ASSERT_TRUE(uses.ok()) << uses.status().ToString();
   // draft full fwd+bwd, sliding fwd+bwd, both again for packed rows (doc_bound), causal, doc-causal, conv1d, gdn,
-  // four norms, the trained norm's forward and backward, two ropes, the loss.
-  EXPECT_EQ(uses->size(), 21u);
+  // four norms, the trained norm's forward and backward, two ropes, the swiglu, the loss.
+  EXPECT_EQ(uses->size(), 22u);
   for (const KernelUse& u : *uses) {
     EXPECT_EQ(u.key_digest.size(), 64u) << u.operation;
     EXPECT_EQ(u.cubin_sha256.size(), 64u) << u.operation;
@@ -330,6 +332,11 @@ TEST_F(CachedKernelOpsGpu, RopeIsLibTorchsRotationBitForBitAndItsBackwardMatches
   ExpectClose(got[1], want[1], 1e-2, 1e-3, "rope dx");
 }
 
+TEST_F(CachedKernelOpsGpu, SwiGluIsLibTorchsSiluTimesUpBitForBit) {
+  const auto gate = Randn({kTokens, kIntermediate}, 3.0), up = Randn({kTokens, kIntermediate});
+  EXPECT_TRUE(torch::equal(ops().SwiGlu(gate, up), reference_->SwiGlu(gate, up)));
+}
+
 TEST_F(CachedKernelOpsGpu, CrossEntropyMatchesTheReference) {
   const auto fopts = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat);
   const auto logits = torch::randn({kLossRows, kVocab}, fopts) * 3.0;
@@ -355,7 +362,7 @@ TEST_F(CachedKernelOpsGpu, MissingKeyIsNotFoundNamingTheWarmupCommand) {
   ASSERT_FALSE(prepared.ok());
   EXPECT_EQ(prepared.status().code(), ErrorCode::kNotFound);
   const std::string& msg = prepared.status().message();
-  EXPECT_NE(msg.find("21 tuned kernel(s) missing"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("22 tuned kernel(s) missing"), std::string::npos) << msg;
   EXPECT_NE(msg.find("dflash-tune warmup"), std::string::npos) << msg;
   const auto x = Randn({kTokens, kChannels}), w = Randn({kChannels, 4});
   try {

@@ -54,8 +54,8 @@ TEST(RunSetup, TheTargetAndDrafterSidesSplitTheOneGpuListExactly) {
     // full and sliding drafter attention; the trained norms (context, block rows, q, k); q and k rope; the loss
     ASSERT_EQ(drafter_side.size(), 9u);
     // conv1d, gated delta rule, causal attention; the hidden norm without and with the residual add, q, k, gated;
-    // q and k rope
-    ASSERT_EQ(target_side.size(), 10u);
+    // q and k rope; the MLP's swiglu
+    ASSERT_EQ(target_side.size(), 11u);
     auto drafter_op = [&](const setup::OpShape& s) {
       return s.op == setup::OpKind::kDraftAttention || s.op == setup::OpKind::kCrossEntropy ||
              (s.op == setup::OpKind::kRmsNorm && s.rmsnorm_trained) ||

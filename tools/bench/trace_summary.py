@@ -25,6 +25,7 @@ CLASSES = [
     ("cached kernels: rmsnorm", re.compile(r"dflash_rmsnorm", re.I)),
     ("cached kernels: xent", re.compile(r"dflash_xent", re.I)),
     ("cached kernels: rope", re.compile(r"dflash_rope", re.I)),
+    ("cached kernels: swiglu", re.compile(r"dflash_swiglu", re.I)),
     ("reductions (norms, softmax, sums)", re.compile(r"reduce|softmax|norm|logsumexp|argmax", re.I)),
     ("elementwise / casts / indexing", re.compile(r"elementwise|vectorized|unrolled|copy|cat|index|gather|scatter|"
                                                   r"fill|where", re.I)),

@@ -118,9 +118,9 @@ torch::Tensor Mixer(const torch::Tensor& x, std::int64_t layer, const TargetForw
 
 torch::Tensor Mlp(const torch::Tensor& y, std::int64_t layer, const TargetForwardContext& ctx) {
   const std::string p = LayerPrefix(ctx.config, layer);
-  return nn::SwiGluMlp(y, TargetWeight(ctx.weights, p + "mlp.gate_proj.weight"),
-                       TargetWeight(ctx.weights, p + "mlp.up_proj.weight"),
-                       TargetWeight(ctx.weights, p + "mlp.down_proj.weight"));
+  const auto gate = nn::Linear(y, TargetWeight(ctx.weights, p + "mlp.gate_proj.weight"));
+  const auto up = nn::Linear(y, TargetWeight(ctx.weights, p + "mlp.up_proj.weight"));
+  return nn::Linear(ctx.ops.SwiGlu(gate, up), TargetWeight(ctx.weights, p + "mlp.down_proj.weight"));
 }
 
 const torch::Tensor& NormWeight(std::int64_t layer, const char* name, const TargetForwardContext& ctx) {

@@ -18,6 +18,7 @@
 #include "kernels/rmsnorm/rmsnorm_api.h"
 #include "kernels/rmsnorm/rmsnorm_bwd_api.h"
 #include "kernels/rope/rope_api.h"
+#include "kernels/swiglu/swiglu_api.h"
 #include "kernels/xent/xent_api.h"
 #include "tuner/thread_pool.h"
 
@@ -601,6 +602,24 @@ torch::Tensor CachedKernelOps::TrainedRope(const torch::Tensor& x, const nn::Rop
   const c10::DeviceGuard guard(x.device());
   return TrainedRopeFunction::apply(x, rope.cos.detach(), rope.sin.detach(), rope.rotary_dim,
                                     reinterpret_cast<std::int64_t>(state_.get()));
+}
+
+torch::Tensor CachedKernelOps::SwiGlu(const torch::Tensor& gate_in, const torch::Tensor& up_in) {
+  const bool served = gate_in.is_cuda() && gate_in.device().index() == state_->ctx.info().ordinal &&
+                      gate_in.scalar_type() == torch::kBFloat16 && up_in.scalar_type() == torch::kBFloat16 &&
+                      gate_in.sizes() == up_in.sizes() && gate_in.dim() >= 1 && swiglu::Supported(gate_in.size(-1));
+  if (!served) return TargetOps::SwiGlu(gate_in, up_in);
+  const c10::DeviceGuard guard(gate_in.device());
+  const torch::NoGradGuard no_grad;
+  const Rows2d gate = AsRows(gate_in), up = AsRows(up_in);
+  auto out = torch::empty(gate_in.sizes(), gate_in.options().memory_format(torch::MemoryFormat::Contiguous));
+  swiglu::SwigluArgs a;
+  a.gate = Ptr(gate.t), a.up = Ptr(up.t), a.out = Ptr(out);
+  a.gate_stride = gate.stride, a.up_stride = up.stride;
+  a.rows = gate.rows, a.cols = gate_in.size(-1);
+  const auto [winner, operation] = state_->Winner(setup::OpShape::Swiglu(a.rows, a.cols));
+  Check(swiglu::LaunchSwiglu(winner, a, CurrentStream(*state_, gate_in.device())), operation);
+  return out;
 }
 
 torch::Tensor CachedKernelOps::RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps,

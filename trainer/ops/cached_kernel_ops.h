@@ -1,5 +1,5 @@
 // CachedKernelOps: the Ops interface (ops.h) on CUDA tensors through the tuned winners of the kernel families
-// (attention_fwd / attention_bwd, conv1d, gdn, rmsnorm / rmsnorm_bwd, rope, xent), read from a kernel cache through tuner::KernelProvider. It never
+// (attention_fwd / attention_bwd, conv1d, gdn, rmsnorm / rmsnorm_bwd, rope, swiglu, xent), read from a kernel cache through tuner::KernelProvider. It never
 // compiles or tunes on its own: a missing key is NotFound naming the exact `dflash-tune warmup` command; Prepare()
 // resolves every key of a run before the first step, and TuneMissing() (dflash-train --tune-missing) tunes the
 // missing ones through tuner::Tuner. Kernels run on torch's current CUDA stream in the device's primary context
@@ -83,6 +83,9 @@ class CachedKernelOps final : public Ops {
   // dtypes, run the LibTorch default.
   torch::Tensor Rope(const torch::Tensor& x, const nn::RopeTables& rope) override;
   torch::Tensor TrainedRope(const torch::Tensor& x, const nn::RopeTables& rope) override;
+  // The swiglu family on bf16 gate / up (rows of one stride each, else copied); other dtypes or widths run the
+  // LibTorch default.
+  torch::Tensor SwiGlu(const torch::Tensor& gate, const torch::Tensor& up) override;
   // The xent family for fp32 logits with a bf16 gradient (what training asks for); any other request runs the
   // LibTorch default (ReferenceCrossEntropy).
   CrossEntropyRows CrossEntropy(const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& weights,

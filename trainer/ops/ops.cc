@@ -22,6 +22,8 @@ torch::Tensor TargetOps::GatedRmsNorm(const torch::Tensor& x, const torch::Tenso
 
 torch::Tensor TargetOps::Rope(const torch::Tensor& x, const nn::RopeTables& rope) { return nn::ApplyRope(x, rope); }
 
+torch::Tensor TargetOps::SwiGlu(const torch::Tensor& gate, const torch::Tensor& up) { return torch::silu(gate) * up; }
+
 torch::Tensor DrafterOps::TrainedRope(const torch::Tensor& x, const nn::RopeTables& rope) {
   return nn::ApplyRope(x, rope);
 }

@@ -73,6 +73,8 @@ class TargetOps {
                                      double eps);
   // nn::ApplyRope of x [T, H, D] with rope's tables, forward only.
   virtual torch::Tensor Rope(const torch::Tensor& x, const nn::RopeTables& rope);
+  // silu(gate) * up (the MLP's product before down_proj), in gate's dtype, forward only.
+  virtual torch::Tensor SwiGlu(const torch::Tensor& gate, const torch::Tensor& up);
 };
 
 // The loss's row-wise pass over one chunk of fp32 logits [c, V] (spec §5): per row w * CE (0 for label -100 or

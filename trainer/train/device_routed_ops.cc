@@ -65,6 +65,10 @@ torch::Tensor DeviceRoutedOps::Rope(const torch::Tensor& x, const nn::RopeTables
   return For(x, "rope").Rope(x, rope);
 }
 
+torch::Tensor DeviceRoutedOps::SwiGlu(const torch::Tensor& gate, const torch::Tensor& up) {
+  return For(gate, "swiglu").SwiGlu(gate, up);
+}
+
 torch::Tensor DeviceRoutedOps::TrainedRope(const torch::Tensor& x, const nn::RopeTables& rope) {
   return For(x, "trained rope").TrainedRope(x, rope);
 }

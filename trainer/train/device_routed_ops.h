@@ -33,6 +33,7 @@ class DeviceRoutedOps final : public Ops {
                              double eps) override;
   torch::Tensor TrainedRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) override;
   torch::Tensor Rope(const torch::Tensor& x, const nn::RopeTables& rope) override;
+  torch::Tensor SwiGlu(const torch::Tensor& gate, const torch::Tensor& up) override;
   torch::Tensor TrainedRope(const torch::Tensor& x, const nn::RopeTables& rope) override;
   CrossEntropyRows CrossEntropy(const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& weights,
                                 double grad_scale, bool with_grad, torch::Dtype grad_dtype) override;
