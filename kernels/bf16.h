@@ -25,13 +25,17 @@ inline std::uint16_t FloatToBf16(float f) {
 }
 
 // The spacing of bf16 values at |v|: 2^(e - 7) for a normal |v| = 1.m * 2^e; 2^-133 (the subnormal spacing) below
-// 2^-126.
+// 2^-126. Read off the exponent bits (the checks call it once per output element: no frexp / ldexp); +inf for an
+// infinite or NaN v.
 inline double Bf16Ulp(double v) {
   const double a = std::fabs(v);
   if (a < 0x1p-126) return 0x1p-133;
-  int e = 0;
-  std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1)
-  return std::ldexp(1.0, e - 8);
+  std::uint64_t u;
+  std::memcpy(&u, &a, sizeof u);
+  u &= 0x7ff0000000000000ull;  // 2^e (+inf for inf / NaN)
+  double power;
+  std::memcpy(&power, &u, sizeof power);
+  return power * 0x1p-7;
 }
 
 }  // namespace dflash

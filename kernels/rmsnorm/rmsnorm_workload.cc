@@ -161,8 +161,9 @@ class RmsNormWorkload final : public tuner::Workload {
         const double got = Bf16ToFloat(y[static_cast<std::size_t>(i * out_.stride + c)]);
         const double want = ref_.out[static_cast<std::size_t>(i * spec_.cols + c)];
         const double err = std::isnan(got) ? INFINITY : std::fabs(got - want);
-        const double tol = Bf16Ulp(want) + kAbsTol;
-        max_ulps = std::max(max_ulps, err / Bf16Ulp(want));
+        const double ulp = Bf16Ulp(want);
+        const double tol = ulp + kAbsTol;
+        max_ulps = std::max(max_ulps, err / ulp);
         if (!(err <= tol)) {
           ++bad;
           if (err - tol > worst_excess) {

@@ -83,6 +83,21 @@ class XentWorkload final : public tuner::Workload {
       for (std::int64_t r = b; r < e; ++r) ref_[r] = ReferenceXentRow(Row(r), labels_[r], weights_[r], opt_.grad_scale);
       return 0;
     });
+    if (spec_.grad) {
+      // Every candidate's gradient is compared with these (an exp per element, computed once, not per candidate).
+      // Stored in fp32: rounding to float can only move a value up to a power of two, so the tolerance's ulp term
+      // can only grow by that rounding, never shrink.
+      want_grad_.resize(static_cast<std::size_t>(R * V));
+      ForRowChunks(R, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t r = b; r < e; ++r) {
+          const std::span<const float> x = Row(r);
+          float* want = want_grad_.data() + r * V;
+          for (std::int64_t v = 0; v < V; ++v) want[v] = static_cast<float>(ReferenceGrad(ref_[r], x[v], v));
+        }
+        return 0;
+      });
+      got_grad_.resize(static_cast<std::size_t>(R * grad_stride_));
+    }
 
     DFLASH_ASSIGN_OR_RETURN(x_buf_, gpu::DeviceBuffer::Alloc(x_.size() * 4, "xent logits"));
     DFLASH_ASSIGN_OR_RETURN(labels_buf_, gpu::DeviceBuffer::Alloc(labels_.size() * 8, "xent labels"));
@@ -128,13 +143,10 @@ class XentWorkload final : public tuner::Workload {
     const std::int64_t R = spec_.rows;
     std::vector<float> loss(static_cast<std::size_t>(R));
     std::vector<std::int64_t> argmax(static_cast<std::size_t>(R));
-    std::vector<std::uint16_t> grad;
     DFLASH_RETURN_IF_ERROR(loss_buf_.Download(loss.data(), loss.size() * 4));
     DFLASH_RETURN_IF_ERROR(argmax_buf_.Download(argmax.data(), argmax.size() * 8));
-    if (spec_.grad) {
-      grad.resize(static_cast<std::size_t>(R * grad_stride_));
-      DFLASH_RETURN_IF_ERROR(grad_buf_.Download(grad.data(), grad.size() * 2));
-    }
+    if (spec_.grad) DFLASH_RETURN_IF_ERROR(grad_buf_.Download(got_grad_.data(), got_grad_.size() * 2));
+    const std::vector<std::uint16_t>& grad = got_grad_;
     Findings all;
     for (const Findings& f : ForRowChunks(R, [&](std::int64_t b, std::int64_t e) {
            Findings found;
@@ -253,11 +265,11 @@ class XentWorkload final : public tuner::Workload {
     }
     if (!spec_.grad) return;
     const std::uint16_t* g = grad.data() + r * grad_stride_;
-    const std::span<const float> x = Row(r);
+    const float* want_row = want_grad_.data() + r * spec_.vocab;
     const double abs_tol = kGradAbsTol * std::fabs(ref.coef) + 0x1p-133;
     const double label_tol = kLabelGradAbsTol * std::fabs(ref.coef);
     for (std::int64_t v = 0; v < spec_.vocab; ++v) {
-      const double want = ReferenceGrad(ref, x[v], v);
+      const double want = want_row[v];
       const double got = Bf16ToFloat(g[v]);
       const double tol = Bf16Ulp(want) + abs_tol + (v == ref.label ? label_tol : 0.0);
       const bool ok = ref.valid ? Matches(got, want, tol) : g[v] == 0;  // exactly +0
@@ -278,6 +290,8 @@ class XentWorkload final : public tuner::Workload {
   std::vector<std::int64_t> labels_;
   std::vector<float> weights_;
   std::vector<ReferenceRow> ref_;
+  std::vector<float> want_grad_;          // [rows, vocab]: the reference gradient (with grad)
+  std::vector<std::uint16_t> got_grad_;   // [rows, grad_stride]: the candidate's, downloaded (reused)
   gpu::DeviceBuffer x_buf_, labels_buf_, weights_buf_, loss_buf_, argmax_buf_, grad_buf_;
 };
 

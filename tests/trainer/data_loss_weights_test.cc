@@ -1,6 +1,7 @@
 // Loss weights, labels and the accepted-length proxy against the spec text (§5, §7) written out in the test.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -80,6 +81,37 @@ TEST(LossWeights, WeightsAndLabelsMatchTheSpecOnRandomRows) {
       }
     }
     EXPECT_NEAR(lt->weight_sum, sum, 1e-9 * (1 + sum));
+  }
+}
+
+TEST(LossWeights, LabelledRowsAreExactlyTheSlotsWithALabelInOrder) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (int t = 0; t < 200; ++t) {
+    Case c = RandomCase(rng, 16, t % 2 == 1);
+    auto lt = BuildLossTargets(c.ids, c.mask, c.blocks);
+    ASSERT_TRUE(lt.ok()) << lt.status().ToString();
+    const LabelledRows rows = SelectLabelledRows(*lt);
+    ASSERT_EQ(rows.labels.size(), rows.index.size());
+    ASSERT_EQ(rows.weights.size(), rows.index.size());
+    std::size_t next = 0;
+    double kept_weight = 0.0;
+    for (std::size_t slot = 0; slot < lt->labels.size(); ++slot) {
+      if (lt->labels[slot] == kIgnoreLabel) {
+        EXPECT_EQ(lt->weights[slot], 0.0f) << "slot " << slot << " has a weight but no label";
+        continue;
+      }
+      ASSERT_LT(next, rows.index.size());
+      EXPECT_EQ(rows.index[next], static_cast<std::int32_t>(slot));
+      EXPECT_EQ(rows.labels[next], lt->labels[slot]);
+      EXPECT_EQ(rows.weights[next], lt->weights[slot]);
+      kept_weight += rows.weights[next];
+      ++next;
+    }
+    EXPECT_EQ(next, rows.index.size());
+    for (int j = 0; j < c.blocks.num_blocks; ++j) {  // slot 0 is never a loss row
+      EXPECT_EQ(std::count(rows.index.begin(), rows.index.end(), j * 16), 0);
+    }
+    EXPECT_NEAR(kept_weight, lt->weight_sum, 1e-9 * (1 + lt->weight_sum));
   }
 }
 

@@ -68,6 +68,26 @@ TEST(ChunkedBlockLoss, ValueArgmaxAndGradientMatchNaiveFullLogits) {
   }
 }
 
+// The training step gathers the labelled rows before the loss (data::SelectLabelledRows): the loss and the labelled
+// rows' gradient are those of the loss over every row, and the rows left out get the zero gradient they would have.
+TEST(ChunkedBlockLoss, GatheringTheLabelledRowsFirstChangesNeitherLossNorGradient) {
+  const Case c = MakeCase(3);
+  const auto all = c.hidden.clone().requires_grad_(true);
+  const auto want = ChunkedBlockLoss(all, c.head, c.labels, c.weights, 8);
+  want.weighted_ce_sum.backward();
+  const auto kept = (c.labels != -100).nonzero().squeeze(1);
+  ASSERT_LT(kept.size(0), kRows);
+  const auto hidden = c.hidden.clone().requires_grad_(true);
+  const auto got = ChunkedBlockLoss(hidden.index_select(0, kept), c.head, c.labels.index_select(0, kept),
+                                    c.weights.index_select(0, kept), 8);
+  got.weighted_ce_sum.backward();
+  EXPECT_NEAR(got.weighted_ce_sum.item<double>(), want.weighted_ce_sum.item<double>(),
+              1e-6 * std::abs(want.weighted_ce_sum.item<double>()));
+  EXPECT_TRUE(torch::equal(got.argmax, want.argmax.index_select(0, kept)));
+  EXPECT_LT((hidden.grad() - all.grad()).abs().max().item<float>(), 1e-6f);
+  for (std::int64_t r : {0, 7, 16, 33}) EXPECT_EQ(hidden.grad()[r].abs().max().item<float>(), 0.0f) << "row " << r;
+}
+
 TEST(ChunkedBlockLoss, GradientScalesWithTheUpstreamGradientAndLeavesTheHeadAlone) {
   const Case c = MakeCase(2);
   const auto head = c.head.clone().requires_grad_(true);

@@ -66,6 +66,17 @@ Result<LossTargets> BuildLossTargets(std::span<const std::int32_t> input_ids, st
   return t;
 }
 
+LabelledRows SelectLabelledRows(const LossTargets& targets) {
+  LabelledRows rows;
+  for (std::size_t i = 0; i < targets.labels.size(); ++i) {
+    if (targets.labels[i] == kIgnoreLabel) continue;
+    rows.index.push_back(static_cast<std::int32_t>(i));
+    rows.labels.push_back(targets.labels[i]);
+    rows.weights.push_back(targets.weights[i]);
+  }
+  return rows;
+}
+
 Result<std::vector<int>> BlockAcceptLengths(std::span<const std::int32_t> argmax, const LossTargets& targets,
                                             const Blocks& blocks) {
   DFLASH_RETURN_IF_ERROR(CheckBlocks(blocks));

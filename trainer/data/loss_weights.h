@@ -1,5 +1,5 @@
 // DFlash loss targets (spec dflash-training.md §5) and the training accuracy proxy (§7).
-// Owns: per-slot labels and weights, and the per-block accepted length from given argmaxes.
+// Owns: per-slot labels and weights, the rows the loss needs, and the per-block accepted length from given argmaxes.
 //   Slot k (0 <= k < B) of block j predicts the token at a_j + k (no shift); slot 0 (the anchor) is excluded.
 //   weight = valid_j * [a_j + k < S_j] * loss_mask[a_j + k] * exp(-(k - 1) / gamma)   (0 for k = 0)
 //   label  = input_ids[a_j + k] where valid_j, k >= 1 and a_j + k < S_j; otherwise kIgnoreLabel.
@@ -36,6 +36,15 @@ struct LossTargets {
 // Errors: InvalidArgument when input_ids/loss_mask lengths differ, blocks are inconsistent or gamma is unknown.
 Result<LossTargets> BuildLossTargets(std::span<const std::int32_t> input_ids, std::span<const std::uint8_t> loss_mask,
                                      const Blocks& blocks, std::optional<double> gamma = std::nullopt);
+
+// The slots with a label, in order: the only rows the loss's head product and row-wise pass need (the others, slot 0
+// of every block, padding blocks and slots past a document's end, have weight 0 and no argmax is read for them).
+struct LabelledRows {
+  std::vector<std::int32_t> index;  // slot numbers (into the N*B rows), ascending
+  std::vector<std::int32_t> labels;
+  std::vector<float> weights;
+};
+LabelledRows SelectLabelledRows(const LossTargets& targets);
 
 // argmax: N*B predicted token ids (slot 0 ignored). Returns N accepted lengths (0 for padding blocks).
 Result<std::vector<int>> BlockAcceptLengths(std::span<const std::int32_t> argmax, const LossTargets& targets,

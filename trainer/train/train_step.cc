@@ -1,6 +1,7 @@
 #include "trainer/train/train_step.h"
 
 #include <span>
+#include <vector>
 
 #include "trainer/data/anchors.h"
 #include "trainer/data/loss_weights.h"
@@ -69,9 +70,12 @@ Result<RowResult> TrainRow(const data::Row& row, const TargetModel& target, cons
   mask.context_len = context_len;
   mask.block_size = blocks.block_size;
 
-  const auto labels = ToTensor(targets.labels, torch::kLong, device);
-  const auto weights = torch::from_blob(targets.weights.data(), {static_cast<std::int64_t>(targets.weights.size())},
-                                        torch::kFloat).to(device, torch::kFloat, false, /*copy=*/true);
+  // The loss runs over the labelled rows only (gathered from the drafter's output when some are not).
+  data::LabelledRows loss_rows = data::SelectLabelledRows(targets);
+  const auto labels = ToTensor(loss_rows.labels, torch::kLong, device);
+  const auto weights =
+      torch::from_blob(loss_rows.weights.data(), {static_cast<std::int64_t>(loss_rows.weights.size())}, torch::kFloat)
+          .to(device, torch::kFloat, false, /*copy=*/true);
   const auto block_tokens = ToTensor(blocks.tokens, torch::kLong, device);
   const auto block_positions = ToTensor(blocks.position_ids, torch::kLong, device);
   // Positions of the context rows: document-relative (the row's position_ids); a whole-row context continues them.
@@ -84,14 +88,19 @@ Result<RowResult> TrainRow(const data::Row& row, const TargetModel& target, cons
   const torch::Tensor hidden = drafter.Forward(features, block_tokens, block_positions, context_positions, mask,
                                                embed, options.compute_dtype, ops);
   DFLASH_RETURN_IF_ERROR(mark(StepPhase::kDrafterForward));
-  BlockLossResult loss = ChunkedBlockLoss(hidden, lm_head, labels, weights, options.loss_chunk_rows, &ops);
+  const bool every_row = loss_rows.index.size() == targets.labels.size();
+  const torch::Tensor loss_hidden =
+      every_row ? hidden : hidden.index_select(0, ToTensor(loss_rows.index, torch::kLong, device));
+  BlockLossResult loss = ChunkedBlockLoss(loss_hidden, lm_head, labels, weights, options.loss_chunk_rows, &ops);
   DFLASH_RETURN_IF_ERROR(mark(StepPhase::kLoss));
   if (options.backward && targets.weight_sum > 0) loss.weighted_ce_sum.backward();
   DFLASH_RETURN_IF_ERROR(mark(StepPhase::kBackward));
   result.weighted_ce = loss.weighted_ce_sum.item<double>();
 
   const auto argmax = loss.argmax.to(torch::kCPU, torch::kInt32).contiguous();
-  const std::span<const std::int32_t> predicted(argmax.data_ptr<std::int32_t>(), argmax.numel());
+  std::vector<std::int32_t> predicted(targets.labels.size(), -1);  // -1: a row without a label (never compared)
+  const std::int32_t* got = argmax.data_ptr<std::int32_t>();
+  for (std::size_t i = 0; i < loss_rows.index.size(); ++i) predicted[loss_rows.index[i]] = got[i];
   for (std::size_t i = 0; i < targets.labels.size(); ++i) {
     if (targets.weights[i] <= 0.f) continue;
     ++result.labelled;

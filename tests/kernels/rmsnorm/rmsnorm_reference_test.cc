@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "kernels/rmsnorm/reference.h"
@@ -260,6 +261,20 @@ TEST(RmsNormReference, Bf16UlpIsTheSpacingOfBf16ValuesAtTheMagnitude) {
   EXPECT_EQ(Bf16Ulp(0.0), std::ldexp(1.0, -133));
   // The next bf16 value after 1 is exactly one ulp away.
   EXPECT_EQ(static_cast<double>(Bf16ToFloat(0x3F81)) - 1.0, Bf16Ulp(1.0));
+  // The exponent-bit reading agrees with frexp's definition everywhere, the edge of the normal range included.
+  EXPECT_EQ(Bf16Ulp(0x1p-126), 0x1p-133);
+  EXPECT_EQ(Bf16Ulp(std::nextafter(0x1p-126, 0.0)), 0x1p-133);
+  EXPECT_EQ(Bf16Ulp(std::nextafter(2.0, 0.0)), 0x1p-7);
+  EXPECT_EQ(Bf16Ulp(3.0e38), 0x1p120);
+  EXPECT_TRUE(std::isinf(Bf16Ulp(INFINITY)));
+  std::mt19937_64 rng(std::random_device{}());
+  std::uniform_real_distribution<double> exponent(-125.0, 127.0), mantissa(1.0, 2.0);
+  for (int i = 0; i < 100000; ++i) {
+    const double v = (i % 2 ? -1.0 : 1.0) * std::ldexp(mantissa(rng), static_cast<int>(exponent(rng)));
+    int e = 0;
+    std::frexp(v, &e);
+    ASSERT_EQ(Bf16Ulp(v), std::ldexp(1.0, e - 8)) << v;
+  }
 }
 
 }  // namespace
