@@ -17,7 +17,7 @@
 #                    missing keys + 1 step, printing a line per key, then a warm process, ~20 s), then the Python
 #                    stack's step (.whl_py/py_dflash_step.py: SpecForge + FLA + flex, ~90 s), one after the other,
 #                    plus the dflash-train build with the CUDA LibTorch (~100 s, not timed alone). ~88 GiB of GPU
-#                    memory each. The cold run tuned in 279 s before the drafter's norm and rope keys were added;
+#                    memory each. The cold run's tuning of its 26 keys takes ~265 s (the run prints each key);
 #                    when it is cut, a second `step` call on the still-warm machine (within its 30 s idle release)
 #                    finds the finished keys in the kept step cache and tunes only the rest
 #   launch           tools/bench/launch_bench: host microseconds per cached launch through the trainer's ops against
