@@ -1,5 +1,6 @@
 // One row of a training step (spec dflash-training.md §4, §5): target features -> anchors and blocks -> drafter
-// forward with the DFlash masks -> chunked block loss -> backward of the UNNORMALISED weighted loss sum.
+// forward with the DFlash masks -> chunked block loss over the labelled rows (data::SelectLabelledRows: the others
+// have weight 0 and no argmax is read) -> backward of the UNNORMALISED weighted loss sum.
 // The caller sums RowResult::weight_sum over every row of the global batch (all accumulation micro-steps and, later,
 // all ranks) and divides the gradients by it in the optimizer step (AdamW::Update), which makes the update
 // exactly that of the loss normalised over the whole global batch.
