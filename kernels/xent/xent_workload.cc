@@ -146,11 +146,10 @@ class XentWorkload final : public tuner::Workload {
     DFLASH_RETURN_IF_ERROR(loss_buf_.Download(loss.data(), loss.size() * 4));
     DFLASH_RETURN_IF_ERROR(argmax_buf_.Download(argmax.data(), argmax.size() * 8));
     if (spec_.grad) DFLASH_RETURN_IF_ERROR(grad_buf_.Download(got_grad_.data(), got_grad_.size() * 2));
-    const std::vector<std::uint16_t>& grad = got_grad_;
     Findings all;
     for (const Findings& f : ForRowChunks(R, [&](std::int64_t b, std::int64_t e) {
            Findings found;
-           for (std::int64_t r = b; r < e; ++r) CheckRow(r, loss[r], argmax[r], grad, found);
+           for (std::int64_t r = b; r < e; ++r) CheckRow(r, loss[r], argmax[r], found);
            return found;
          }))
       all.Add(f);
@@ -246,8 +245,8 @@ class XentWorkload final : public tuner::Workload {
     }
   }
 
-  void CheckRow(std::int64_t r, float got_loss, std::int64_t got_argmax, const std::vector<std::uint16_t>& grad,
-                Findings& found) const {
+  // Row r of the candidate's outputs (its gradient: got_grad_, downloaded by Check).
+  void CheckRow(std::int64_t r, float got_loss, std::int64_t got_argmax, Findings& found) const {
     const ReferenceRow& ref = ref_[r];
     const double w = weights_[r];
     const double loss_tol = kLossRelTol * std::fabs(ref.loss) + kLossLseUlps * 0x1p-24 * std::fabs(w * ref.lse);
@@ -264,7 +263,7 @@ class XentWorkload final : public tuner::Workload {
                  std::to_string(ref.argmax));
     }
     if (!spec_.grad) return;
-    const std::uint16_t* g = grad.data() + r * grad_stride_;
+    const std::uint16_t* g = got_grad_.data() + r * grad_stride_;
     const float* want_row = want_grad_.data() + r * spec_.vocab;
     const double abs_tol = kGradAbsTol * std::fabs(ref.coef) + 0x1p-133;
     const double label_tol = kLabelGradAbsTol * std::fabs(ref.coef);
