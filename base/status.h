@@ -41,12 +41,17 @@ class [[nodiscard]] Status {
   const std::string& message() const { return message_; }
   // "Corruption: checksum mismatch in entry ..." (or "OK").
   std::string ToString() const;
-  // Same code, message prefixed with context: "opening cache: <message>".
+  // Same code, message prefixed with context: "opening cache: <message>" (the detail is kept).
   Status WithContext(const std::string& context) const;
+  // The low-level text behind the message (e.g. SQLite's statement and error), for a --verbose line or a log;
+  // the message itself says what is wrong in the user's terms.
+  const std::string& detail() const { return detail_; }
+  Status WithDetail(std::string detail) const;
 
  private:
   ErrorCode code_ = ErrorCode::kOk;
   std::string message_;
+  std::string detail_;
 };
 
 inline Status NotFound(std::string m) { return {ErrorCode::kNotFound, std::move(m)}; }

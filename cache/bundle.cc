@@ -23,8 +23,10 @@ Status CheckEntry(const Entry& e, const std::string& digest) {
 }  // namespace
 
 Result<ExportReport> ExportBundle(KernelCache& cache, const std::filesystem::path& bundle) {
-  DFLASH_ASSIGN_OR_RETURN(std::vector<Entry> entries, cache.AllEntries());
   ExportReport report;
+  std::int64_t unreadable = 0;
+  DFLASH_ASSIGN_OR_RETURN(std::vector<Entry> entries, cache.AllEntries(&unreadable));
+  report.skipped_bad = unreadable;
   nlohmann::json j = {{"format", kFormat}, {"version", kBundleVersion},
                       {"created_at", static_cast<std::int64_t>(std::time(nullptr))},
                       {"entries", nlohmann::json::array()}};
@@ -72,13 +74,13 @@ Result<ImportReport> ImportBundle(KernelCache& cache, const std::filesystem::pat
       report.rejected.push_back(digest + ": " + ok.message());
       continue;
     }
-    DFLASH_ASSIGN_OR_RETURN(std::optional<Entry> ours, cache.Lookup(e->key));
-    if (ours && ours->timing.median_ms <= e->timing.median_ms) {
-      ++report.kept_ours;
-      continue;
+    // The comparison with our entry and the write are one transaction: a concurrent import cannot slip between.
+    DFLASH_ASSIGN_OR_RETURN(KernelCache::Merge merge, cache.PublishUnlessSlower(*e));
+    switch (merge) {
+      case KernelCache::Merge::kNew: ++report.imported; break;
+      case KernelCache::Merge::kReplaced: ++report.replaced; break;
+      case KernelCache::Merge::kKeptOurs: ++report.kept_ours; break;
     }
-    DFLASH_RETURN_IF_ERROR(cache.Publish(*e));
-    ++(ours ? report.replaced : report.imported);
   }
   return report;
 }

@@ -3,7 +3,8 @@
 // "entries":[<EntryToJson with cubin_base64>...]}, then a trailer line "sha256:<hex of the JSON line>".
 // Published with AtomicWriteFile (base/atomic_file.h), so a bundle is either complete or absent, power cut included.
 // Import verifies the trailer, then every entry's own checksums and cubin, and merges: for a key present on both
-// sides the faster entry (lower median) is kept. Thread-safety: as KernelCache.
+// sides the faster entry (lower median) is kept, compared inside the publishing transaction, so imports racing
+// on one key keep the faster entry whatever their order. Thread-safety: as KernelCache.
 #pragma once
 
 #include <filesystem>
@@ -16,7 +17,7 @@ namespace dflash::cache {
 
 struct ExportReport {
   std::int64_t exported = 0;
-  std::int64_t skipped_bad = 0;  // entries that failed verification are never exported
+  std::int64_t skipped_bad = 0;  // entries that failed verification or could not be read are never exported
 };
 
 struct ImportReport {

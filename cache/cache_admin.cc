@@ -1,25 +1,44 @@
 // KernelCache administration verbs: list, show, stats, verify, evict (declared in kernel_cache.h).
+#include <algorithm>
 #include <ctime>
+#include <tuple>
 
 #include "cache/cubin_elf.h"
 #include "cache/kernel_cache.h"
+#include "cache/reachable_rows.h"
 #include "cache/rows.h"
 #include "cache/schema.h"
 
 namespace dflash::cache {
+namespace {
 
-Result<std::vector<EntrySummary>> KernelCache::List() {
+// Rows known to be unreadable; at least one when only a damaged b-tree page (no row by name) is known.
+std::int64_t CountUnreadable(const UnreadableRows& bad) {
+  std::int64_t rows = 0;
+  for (const auto& [row, what] : bad) rows += row.empty() ? 0 : 1;
+  return rows == 0 && !bad.empty() ? 1 : rows;
+}
+
+}  // namespace
+
+Result<std::vector<EntrySummary>> KernelCache::List(std::int64_t* unreadable) {
   std::lock_guard<std::mutex> g(mu_);
   std::vector<EntrySummary> out;
+  if (unreadable) *unreadable = 0;
   if (empty_) return out;
-  DFLASH_ASSIGN_OR_RETURN(Stmt s, db_.Prepare("SELECT key_digest, family, arch, signature, config, gpu_name, "
-                                              "median_ms, length(cubin), created_at FROM entries "
-                                              "ORDER BY family, arch, signature"));
-  while (true) {
-    DFLASH_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    out.push_back({s.Text(0), s.Text(1), s.Text(2), s.Text(3), s.Text(4), s.Text(5), s.Real(6), s.Int(7), s.Int(8)});
-  }
+  // Row by row, so the entries beside a damaged one are still listed (length(cubin) reads no overflow page).
+  UnreadableRows bad;
+  DFLASH_RETURN_IF_ERROR(ForEachReadableRow(
+      db_, "entries", "key_digest, family, arch, signature, config, gpu_name, median_ms, length(cubin), created_at",
+      [&](const Stmt& s) {
+        out.push_back({s.Text(0), s.Text(1), s.Text(2), s.Text(3), s.Text(4), s.Text(5), s.Real(6), s.Int(7), s.Int(8)});
+        return Status::Ok();
+      },
+      &bad));
+  if (unreadable) *unreadable = CountUnreadable(bad);
+  std::sort(out.begin(), out.end(), [](const EntrySummary& a, const EntrySummary& b) {
+    return std::tie(a.family, a.arch, a.signature) < std::tie(b.family, b.arch, b.signature);
+  });
   return out;
 }
 
@@ -79,52 +98,87 @@ Result<VerifyReport> KernelCache::Verify(bool repair, const std::function<Status
   if (empty_) return report;
   if (repair && read_only_) return ReadOnlyError("cannot repair " + dir_.string() + ": " + open_note_);
   std::vector<std::pair<std::string, std::string>> bad_entries, bad_artifacts;  // digest, reason
+  bool damaged_pages = false;  // SQLite itself found damage: only a salvage repairs that
   {
     std::lock_guard<std::mutex> g(mu_);
-    DFLASH_ASSIGN_OR_RETURN(Stmt ic, db_.Prepare("PRAGMA integrity_check"));
+    DFLASH_ASSIGN_OR_RETURN(Stmt ic, db_.Prepare("PRAGMA integrity_check(20)"));
     while (true) {
-      DFLASH_ASSIGN_OR_RETURN(bool row, ic.Step());
-      if (!row) break;
-      if (ic.Text(0) != "ok") report.problems.push_back({"database", "", "integrity_check: " + ic.Text(0)});
-    }
-    DFLASH_ASSIGN_OR_RETURN(Stmt s, db_.Prepare(std::string("SELECT ") + kEntryColumns + " FROM entries"));
-    while (true) {
-      DFLASH_ASSIGN_OR_RETURN(bool row, s.Step());
-      if (!row) break;
-      ++report.entries_checked;
-      Entry e = EntryFromRow(s);
-      const std::string digest = s.Text(0);
-      Status st = VerifyEntry(e, digest);
-      if (st.ok()) st = CheckCubinForArch(e.cubin, e.key.arch);
-      if (st.ok() && extra_check) {
-        st = extra_check(e);
-        if (st.ok()) ++report.loaded;
+      Result<bool> row = ic.Step();
+      if (!row.ok() && row.status().code() != ErrorCode::kCorruption) return row.status();
+      if (!row.ok()) {
+        report.problems.push_back({"database", "", "integrity_check stopped at a damaged page"});
+        damaged_pages = true;
+        break;
       }
-      if (!st.ok()) bad_entries.emplace_back(digest, st.message());
+      if (!*row) break;
+      if (ic.Text(0) != "ok") {
+        report.problems.push_back({"database", "", "integrity_check: " + ic.Text(0)});
+        damaged_pages = true;
+      }
     }
-    DFLASH_ASSIGN_OR_RETURN(Stmt a, db_.Prepare(std::string("SELECT ") + kArtifactColumns + " FROM artifacts"));
-    while (true) {
-      DFLASH_ASSIGN_OR_RETURN(bool row, a.Step());
-      if (!row) break;
-      ++report.artifacts_checked;
-      Artifact art = ArtifactFromRow(a);
-      const std::string digest = a.Text(0);
-      Status st = VerifyArtifact(art, digest);
-      if (st.ok() && art.status == ArtifactStatus::kOk) st = CheckCubinForArch(art.cubin, art.key.arch);
-      if (!st.ok()) bad_artifacts.emplace_back(digest, st.message());
-    }
+    const auto unreadable = [&](const std::string& table, const UnreadableRows& rows) {
+      for (const auto& [row, what] : rows) report.problems.push_back({table, row, what});
+      if (!rows.empty()) damaged_pages = true;
+    };
+    UnreadableRows lost;
+    DFLASH_RETURN_IF_ERROR(ForEachReadableRow(
+        db_, "entries", kEntryColumns,
+        [&](const Stmt& s) {
+          ++report.entries_checked;
+          Entry e = EntryFromRow(s);
+          const std::string digest = s.Text(0);
+          Status st = VerifyEntry(e, digest);
+          if (st.ok()) st = CheckCubinForArch(e.cubin, e.key.arch);
+          if (st.ok() && extra_check) {
+            st = extra_check(e);
+            if (st.ok()) ++report.loaded;
+          }
+          if (!st.ok()) bad_entries.emplace_back(digest, st.message());
+          return Status::Ok();
+        },
+        &lost));
+    unreadable("entries", lost);
+    lost.clear();
+    DFLASH_RETURN_IF_ERROR(ForEachReadableRow(
+        db_, "artifacts", kArtifactColumns,
+        [&](const Stmt& a) {
+          ++report.artifacts_checked;
+          Artifact art = ArtifactFromRow(a);
+          const std::string digest = a.Text(0);
+          Status st = VerifyArtifact(art, digest);
+          if (st.ok() && art.status == ArtifactStatus::kOk) st = CheckCubinForArch(art.cubin, art.key.arch);
+          if (!st.ok()) bad_artifacts.emplace_back(digest, st.message());
+          return Status::Ok();
+        },
+        &lost));
+    unreadable("artifacts", lost);
+    lost.clear();
+    DFLASH_RETURN_IF_ERROR(ForEachReadableRow(
+        db_, "candidates", "key_digest",
+        [&](const Stmt&) {
+          ++report.candidates_checked;
+          return Status::Ok();
+        },
+        &lost));
+    unreadable("candidates", lost);
   }
   for (auto& [d, why] : bad_entries) report.problems.push_back({"entries", d, why});
   for (auto& [d, why] : bad_artifacts) report.problems.push_back({"artifacts", d, why});
-  if (repair) {
-    for (auto& [d, why] : bad_entries) {
-      DFLASH_RETURN_IF_ERROR(Quarantine("entries", d, "verify: " + why));
-      ++report.repaired;
-    }
-    for (auto& [d, why] : bad_artifacts) {
-      DFLASH_RETURN_IF_ERROR(Quarantine("artifacts", d, "verify: " + why));
-      ++report.repaired;
-    }
+  if (!repair) return report;
+  if (damaged_pages) {
+    // The salvage also quarantines every row that fails its checks, so it resolves every problem found above.
+    DFLASH_ASSIGN_OR_RETURN(SalvageReport salvaged, Salvage());
+    report.repaired = static_cast<std::int64_t>(report.problems.size());
+    report.salvage = std::move(salvaged);
+    return report;
+  }
+  for (auto& [d, why] : bad_entries) {
+    DFLASH_RETURN_IF_ERROR(Quarantine("entries", d, "verify: " + why));
+    ++report.repaired;
+  }
+  for (auto& [d, why] : bad_artifacts) {
+    DFLASH_RETURN_IF_ERROR(Quarantine("artifacts", d, "verify: " + why));
+    ++report.repaired;
   }
   return report;
 }
@@ -156,7 +210,7 @@ Result<std::int64_t> KernelCache::Evict(const EvictFilter& f) {
   }
   std::int64_t removed = 0;
   std::lock_guard<std::mutex> g(mu_);
-  Status st = db_.WriteTransaction(
+  Status st = WriteLocked(
       [&]() -> Status {
         removed = 0;
         for (const char* table : {"entries", "artifacts"}) {
@@ -166,22 +220,25 @@ Result<std::int64_t> KernelCache::Evict(const EvictFilter& f) {
           if (std::string(table) == "entries") removed = sqlite3_changes(db_.get());
         }
         return Status::Ok();
-      },
-      busy_budget_);
+      });
   if (!st.ok()) return st;
   return removed;
 }
 
-Result<std::vector<Entry>> KernelCache::AllEntries() {
+Result<std::vector<Entry>> KernelCache::AllEntries(std::int64_t* unreadable) {
   std::lock_guard<std::mutex> g(mu_);
   std::vector<Entry> out;
+  if (unreadable) *unreadable = 0;
   if (empty_) return out;
-  DFLASH_ASSIGN_OR_RETURN(Stmt s, db_.Prepare(std::string("SELECT ") + kEntryColumns + " FROM entries"));
-  while (true) {
-    DFLASH_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
-    out.push_back(EntryFromRow(s));
-  }
+  UnreadableRows bad;
+  DFLASH_RETURN_IF_ERROR(ForEachReadableRow(
+      db_, "entries", kEntryColumns,
+      [&](const Stmt& s) {
+        out.push_back(EntryFromRow(s));
+        return Status::Ok();
+      },
+      &bad));
+  if (unreadable) *unreadable = CountUnreadable(bad);
   return out;
 }
 

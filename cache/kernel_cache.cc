@@ -1,5 +1,6 @@
 #include "cache/kernel_cache.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -28,6 +29,35 @@ std::string FileUri(const std::filesystem::path& p, const std::string& query) {
     }
   }
   return out + "?" + query;
+}
+
+// A read-only open of a database file with mode 0444 in a writable directory makes SQLite create -wal and -shm
+// with the file's mode; once the file is writable again they would make every write fail ("attempt to write a
+// readonly database"). Gives them the database file's mode again, or says plainly why it cannot.
+Status MendSideFiles(const std::filesystem::path& db) {
+  struct stat main_st {};
+  if (::stat(db.c_str(), &main_st) != 0) return Status::Ok();  // a new database: SQLite creates them itself
+  for (const char* suffix : {"-wal", "-shm"}) {
+    const std::string side = db.string() + suffix;
+    struct stat st {};
+    if (::stat(side.c_str(), &st) != 0 || (st.st_mode & S_IWUSR)) continue;
+    const mode_t want = (st.st_mode & 07777) | (main_st.st_mode & 0666) | S_IWUSR;
+    if (::chmod(side.c_str(), want) != 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      return ReadOnlyError(side + " is read-only (mode " + mode + ", left by a read-only open) and not ours to " +
+                           "change; its owner can run `chmod u+w " + side + "`");
+    }
+  }
+  return Status::Ok();
+}
+
+std::string ModeOf(const std::filesystem::path& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) return "?";
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  return mode;
 }
 
 bool EnvFlag(const char* name) {
@@ -82,14 +112,19 @@ Result<std::unique_ptr<KernelCache>> KernelCache::Open(const CacheOptions& optio
   }
   DFLASH_RETURN_IF_ERROR(header);
   const bool db_exists = std::filesystem::exists(db, ec);
-  bool writable = !options.read_only && DirectoryWritable(c->dir_) &&
-                  (!db_exists || ::access(db.c_str(), R_OK | W_OK) == 0);
-  if (!writable && !options.read_only) c->open_note_ = "read-only: " + where + " is not writable";
+  const bool dir_writable = DirectoryWritable(c->dir_);
+  const bool file_writable = !db_exists || ::access(db.c_str(), R_OK | W_OK) == 0;
+  bool writable = !options.read_only && dir_writable && file_writable;
+  if (!writable && !options.read_only) {
+    c->open_note_ = !dir_writable ? "read-only: " + where + " is not writable"
+                                  : "read-only: " + db.string() + " is not writable (mode " + ModeOf(db) + ")";
+  }
   if (options.read_only) c->open_note_ = "read-only by request";
 
   if (writable) {
     std::filesystem::create_directories(c->dir_ / "locks", ec);
     if (ec) return IoError("cannot create " + (c->dir_ / "locks").string() + ": " + ec.message());
+    DFLASH_RETURN_IF_ERROR(MendSideFiles(db).WithContext("opening " + db.string()));
     DFLASH_ASSIGN_OR_RETURN(c->db_, Db::Open(db.string(), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE));
     // Cubins are 10 KiB - 1 MiB blobs: 64 KiB pages keep a hit to a few overflow pages. Only takes effect
     // when the database is created (before the first write); existing databases keep their page size.
@@ -147,7 +182,7 @@ Status KernelCache::FlushCounters() {
   const std::int64_t h = hits_.exchange(0), m = misses_.exchange(0), q = quarantined_.exchange(0);
   if (h == 0 && m == 0 && q == 0) return Status::Ok();
   std::lock_guard<std::mutex> g(mu_);
-  Status st = db_.WriteTransaction(
+  Status st = WriteLocked(
       [&]() -> Status {
         for (auto [name, value] : {std::pair{"hits", h}, {"misses", m}, {"quarantined", q}}) {
           DFLASH_ASSIGN_OR_RETURN(Stmt s, db_.Prepare("INSERT INTO counters(name, value) VALUES(?, ?) ON CONFLICT(name) "
@@ -157,7 +192,7 @@ Status KernelCache::FlushCounters() {
         }
         return Status::Ok();
       },
-      busy_budget_);
+      /*heal=*/false);  // a destructor's flush never starts a salvage
   if (!st.ok()) {  // keep the counts for the next flush
     hits_ += h;
     misses_ += m;
@@ -178,17 +213,30 @@ Result<std::optional<Entry>> KernelCache::LookupLocked(const TuningKey& key) {
   const std::string digest = key.Digest();
   DFLASH_ASSIGN_OR_RETURN(Stmt s, db_.Prepare(std::string("SELECT ") + kEntryColumns +
                                               " FROM entries WHERE key_digest = ?"));
-  s.Bind(1, digest);
-  DFLASH_ASSIGN_OR_RETURN(bool row, s.Step());
-  if (!row) return std::optional<Entry>();
-  Entry e = EntryFromRow(s);
-  Status ok = VerifyEntry(e, s.Text(0), &key);
-  if (ok.ok()) ok = CheckCubinForArch(e.cubin, key.arch);
-  if (!ok.ok()) {
-    DFLASH_RETURN_IF_ERROR(QuarantineLocked("entries", digest, ok.message()));
-    return std::optional<Entry>();
+  for (int attempt = 0;; ++attempt) {
+    sqlite3_reset(s.get());
+    s.Bind(1, digest);
+    Result<bool> row = s.Step();
+    if (!row.ok() && row.status().code() == ErrorCode::kCorruption) {  // a damaged page under this row
+      if (attempt > 0 || read_only_) {
+        ++quarantined_;
+        return std::optional<Entry>();
+      }
+      // Quarantines the row, or salvages the database when even that meets the damage; then reads once more.
+      DFLASH_RETURN_IF_ERROR(UnreadableLocked("entries", digest, row.status().message()));
+      continue;
+    }
+    if (!row.ok()) return row.status();
+    if (!*row) return std::optional<Entry>();
+    Entry e = EntryFromRow(s);
+    Status ok = VerifyEntry(e, s.Text(0), &key);
+    if (ok.ok()) ok = CheckCubinForArch(e.cubin, key.arch);
+    if (!ok.ok()) {
+      DFLASH_RETURN_IF_ERROR(QuarantineLocked("entries", digest, ok.message()));
+      return std::optional<Entry>();
+    }
+    return std::optional<Entry>(std::move(e));
   }
-  return std::optional<Entry>(std::move(e));
 }
 
 Status KernelCache::Publish(const Entry& entry, std::span<const CandidateResult> candidates) {
@@ -199,13 +247,44 @@ Status KernelCache::Publish(const Entry& entry, std::span<const CandidateResult>
     return InvalidArgument("refusing to publish " + sealed.key.ReadableName() + ": " + st.message());
   }
   std::lock_guard<std::mutex> g(mu_);
-  return db_.WriteTransaction(
-      [&]() -> Status {
-        DFLASH_RETURN_IF_ERROR(InsertEntry(db_, sealed));
-        for (const CandidateResult& c : candidates) DFLASH_RETURN_IF_ERROR(UpsertCandidate(db_, c));
+  return WriteLocked([&]() -> Status {
+    DFLASH_RETURN_IF_ERROR(InsertEntry(db_, sealed));
+    for (const CandidateResult& c : candidates) DFLASH_RETURN_IF_ERROR(UpsertCandidate(db_, c));
+    return Status::Ok();
+  });
+}
+
+Result<KernelCache::Merge> KernelCache::PublishUnlessSlower(const Entry& entry) {
+  if (read_only_) return ReadOnlyError("cannot publish to " + dir_.string() + ": " + open_note_);
+  Entry sealed = entry;
+  sealed.Seal();
+  if (Status st = CheckCubinForArch(sealed.cubin, sealed.key.arch); !st.ok()) {
+    return InvalidArgument("refusing to publish " + sealed.key.ReadableName() + ": " + st.message());
+  }
+  const std::string digest = sealed.key.Digest();
+  Merge merge = Merge::kNew;
+  std::lock_guard<std::mutex> g(mu_);
+  Status st = WriteLocked([&]() -> Status {
+    merge = Merge::kNew;
+    DFLASH_ASSIGN_OR_RETURN(Stmt s, db_.Prepare(std::string("SELECT ") + kEntryColumns +
+                                                " FROM entries WHERE key_digest = ?"));
+    s.Bind(1, digest);
+    DFLASH_ASSIGN_OR_RETURN(bool row, s.Step());  // a damaged page: Corruption, and WriteLocked heals
+    if (row) {
+      const Entry ours = EntryFromRow(s);
+      Status sound = VerifyEntry(ours, digest, &sealed.key);
+      if (sound.ok()) sound = CheckCubinForArch(ours.cubin, ours.key.arch);
+      // A row of ours that fails its checks is no entry at all: the incoming one replaces it.
+      if (sound.ok() && ours.timing.median_ms <= sealed.timing.median_ms) {
+        merge = Merge::kKeptOurs;
         return Status::Ok();
-      },
-      busy_budget_);
+      }
+      merge = Merge::kReplaced;
+    }
+    return InsertEntry(db_, sealed);
+  });
+  if (!st.ok()) return st;
+  return merge;
 }
 
 Result<NamedLock> KernelCache::LockFor(const std::string& name) {
@@ -244,17 +323,26 @@ Result<std::optional<Artifact>> KernelCache::LookupArtifactLocked(const Artifact
   const std::string digest = key.Digest();
   DFLASH_ASSIGN_OR_RETURN(Stmt s, db_.Prepare(std::string("SELECT ") + kArtifactColumns +
                                               " FROM artifacts WHERE artifact_digest = ?"));
-  s.Bind(1, digest);
-  DFLASH_ASSIGN_OR_RETURN(bool row, s.Step());
-  if (!row) return std::optional<Artifact>();
-  Artifact a = ArtifactFromRow(s);
-  Status ok = VerifyArtifact(a, s.Text(0), &key);
-  if (ok.ok() && a.status == ArtifactStatus::kOk) ok = CheckCubinForArch(a.cubin, key.arch);
-  if (!ok.ok()) {
-    DFLASH_RETURN_IF_ERROR(QuarantineLocked("artifacts", digest, ok.message()));
-    return std::optional<Artifact>();
+  for (int attempt = 0;; ++attempt) {
+    sqlite3_reset(s.get());
+    s.Bind(1, digest);
+    Result<bool> row = s.Step();
+    if (!row.ok() && row.status().code() == ErrorCode::kCorruption) {
+      if (attempt > 0 || read_only_) return std::optional<Artifact>();
+      DFLASH_RETURN_IF_ERROR(UnreadableLocked("artifacts", digest, row.status().message()));
+      continue;
+    }
+    if (!row.ok()) return row.status();
+    if (!*row) return std::optional<Artifact>();
+    Artifact a = ArtifactFromRow(s);
+    Status ok = VerifyArtifact(a, s.Text(0), &key);
+    if (ok.ok() && a.status == ArtifactStatus::kOk) ok = CheckCubinForArch(a.cubin, key.arch);
+    if (!ok.ok()) {
+      DFLASH_RETURN_IF_ERROR(QuarantineLocked("artifacts", digest, ok.message()));
+      return std::optional<Artifact>();
+    }
+    return std::optional<Artifact>(std::move(a));
   }
-  return std::optional<Artifact>(std::move(a));
 }
 
 Status KernelCache::PutArtifact(const Artifact& artifact) {
@@ -262,7 +350,7 @@ Status KernelCache::PutArtifact(const Artifact& artifact) {
   Artifact sealed = artifact;
   sealed.Seal();
   std::lock_guard<std::mutex> g(mu_);
-  return db_.WriteTransaction([&]() { return InsertArtifact(db_, sealed); }, busy_budget_);
+  return WriteLocked([&]() { return InsertArtifact(db_, sealed); });
 }
 
 Result<KernelCache::BuiltArtifact> KernelCache::GetOrBuildArtifact(const ArtifactKey& key,
@@ -287,12 +375,10 @@ Result<KernelCache::BuiltArtifact> KernelCache::GetOrBuildArtifact(const Artifac
 Status KernelCache::RecordCandidates(std::span<const CandidateResult> results) {
   if (read_only_) return ReadOnlyError("cannot record candidates in " + dir_.string() + ": " + open_note_);
   std::lock_guard<std::mutex> g(mu_);
-  return db_.WriteTransaction(
-      [&]() -> Status {
-        for (const CandidateResult& c : results) DFLASH_RETURN_IF_ERROR(UpsertCandidate(db_, c));
-        return Status::Ok();
-      },
-      busy_budget_);
+  return WriteLocked([&]() -> Status {
+    for (const CandidateResult& c : results) DFLASH_RETURN_IF_ERROR(UpsertCandidate(db_, c));
+    return Status::Ok();
+  });
 }
 
 Result<std::vector<CandidateResult>> KernelCache::Candidates(const std::string& key_digest) {
@@ -304,8 +390,11 @@ Result<std::vector<CandidateResult>> KernelCache::Candidates(const std::string& 
                                               "ORDER BY config"));
   s.Bind(1, key_digest);
   while (true) {
-    DFLASH_ASSIGN_OR_RETURN(bool row, s.Step());
-    if (!row) break;
+    Result<bool> row = s.Step();
+    // Candidates only seed a search: a damaged page loses them (verify reports it), never fails the caller.
+    if (!row.ok() && row.status().code() == ErrorCode::kCorruption) return std::vector<CandidateResult>();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
     CandidateResult c;
     c.key_digest = s.Text(0);
     c.config = s.Text(1);
@@ -327,40 +416,39 @@ Status KernelCache::Quarantine(const std::string& table, const std::string& dige
 Status KernelCache::QuarantineLocked(const std::string& table, const std::string& digest, const std::string& reason) {
   ++quarantined_;
   if (read_only_) return Status::Ok();  // cannot move it; the read is still a miss
-  if (table != "entries" && table != "artifacts") return InvalidArgument("no table " + table);
-  const std::string key_col = table == "entries" ? "key_digest" : "artifact_digest";
-  return db_.WriteTransaction(
-      [&]() -> Status {
-        DFLASH_ASSIGN_OR_RETURN(Stmt s, db_.Prepare("SELECT * FROM " + table + " WHERE " + key_col + " = ?"));
-        s.Bind(1, digest);
-        DFLASH_ASSIGN_OR_RETURN(bool row, s.Step());
-        if (!row) return Status::Ok();  // another process quarantined it first
-        nlohmann::json j = nlohmann::json::object();
-        std::vector<std::uint8_t> blob;
-        // Keep every text/number column as JSON and the cubin as the blob.
-        DFLASH_ASSIGN_OR_RETURN(Stmt cols, db_.Prepare("SELECT name FROM pragma_table_info('" + table + "')"));
-        int i = 0;
-        while (true) {
-          DFLASH_ASSIGN_OR_RETURN(bool more, cols.Step());
-          if (!more) break;
-          const std::string name = cols.Text(0);
-          if (name == "cubin") {
-            blob = s.Blob(i);
-          } else {
-            j[name] = s.Text(i);
-          }
-          ++i;
-        }
-        DFLASH_ASSIGN_OR_RETURN(Stmt ins, db_.Prepare("INSERT INTO quarantine(source_table, row_key, reason, "
-                                                      "quarantined_at, row_json, blob) VALUES(?,?,?,?,?,?)"));
-        ins.Bind(1, table).Bind(2, digest).Bind(3, reason).Bind(4, Now()).Bind(5, j.dump());
-        ins.Bind(6, std::span<const std::uint8_t>(blob));
-        DFLASH_RETURN_IF_ERROR(ins.Run());
-        DFLASH_ASSIGN_OR_RETURN(Stmt del, db_.Prepare("DELETE FROM " + table + " WHERE " + key_col + " = ?"));
-        del.Bind(1, digest);
-        return del.Run();
-      },
-      busy_budget_);
+  return WriteLocked([&]() { return QuarantineRow(db_, table, digest, reason); });
+}
+
+Status KernelCache::UnreadableLocked(const std::string& table, const std::string& digest, const std::string& why) {
+  ++quarantined_;
+  return WriteLocked([&]() {
+    return QuarantineRow(db_, table, digest, "unreadable: " + why, /*only_if_unreadable=*/true);
+  });
+}
+
+Status KernelCache::WriteLocked(const std::function<Status()>& fn, bool heal) {
+  DFLASH_ASSIGN_OR_RETURN(NamedLock lock, NamedLock::Acquire(dir_ / "locks", "db-write", busy_budget_));
+  Status st = db_.WriteTransaction(fn, busy_budget_);
+  if (st.code() != ErrorCode::kCorruption || !heal) return st;
+  Result<SalvageReport> healed = SalvageLocked();
+  if (!healed.ok()) return st.WithContext("a damaged page stopped a write, and " + healed.status().message());
+  heal_notes_.push_back(healed->Summary());
+  return db_.WriteTransaction(fn, busy_budget_);
+}
+
+Result<SalvageReport> KernelCache::SalvageLocked() { return SalvageDatabase(db_, db_path()); }
+
+Result<SalvageReport> KernelCache::Salvage() {
+  if (read_only_) return ReadOnlyError("cannot repair " + dir_.string() + ": " + open_note_);
+  if (empty_) return SalvageReport{};
+  std::lock_guard<std::mutex> g(mu_);
+  DFLASH_ASSIGN_OR_RETURN(NamedLock lock, NamedLock::Acquire(dir_ / "locks", "db-write", busy_budget_));
+  return SalvageLocked();
+}
+
+std::vector<std::string> KernelCache::TakeHealNotes() {
+  std::lock_guard<std::mutex> g(mu_);
+  return std::exchange(heal_notes_, {});
 }
 
 }  // namespace dflash::cache

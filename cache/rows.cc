@@ -4,6 +4,8 @@
 
 #include "base/sha256.h"
 
+#include <ctime>
+
 namespace dflash::cache {
 
 const char* const kEntryColumns =
@@ -196,6 +198,56 @@ Result<Entry> EntryFromJson(const nlohmann::json& j) {
   } catch (const nlohmann::json::exception& ex) {
     return Corruption(std::string("malformed entry record: ") + ex.what());
   }
+}
+
+namespace {
+
+std::string KeyColumnOf(const std::string& table) { return table == "entries" ? "key_digest" : "artifact_digest"; }
+
+Status InsertQuarantine(Db& db, const std::string& table, const std::string& key, const std::string& reason,
+                        const std::string& row_json, std::span<const std::uint8_t> blob) {
+  DFLASH_ASSIGN_OR_RETURN(Stmt ins, db.Prepare("INSERT INTO quarantine(source_table, row_key, reason, quarantined_at, "
+                                               "row_json, blob) VALUES(?,?,?,?,?,?)"));
+  ins.Bind(1, table).Bind(2, key).Bind(3, reason).Bind(4, static_cast<std::int64_t>(std::time(nullptr)));
+  ins.Bind(5, row_json).Bind(6, blob);
+  return ins.Run();
+}
+
+}  // namespace
+
+Status RecordLostRow(Db& db, const std::string& table, const std::string& key, const std::string& reason) {
+  return InsertQuarantine(db, table, key, reason, "{}", {});
+}
+
+Status QuarantineRow(Db& db, const std::string& table, const std::string& digest, const std::string& reason,
+                     bool only_if_unreadable) {
+  if (table != "entries" && table != "artifacts") return InvalidArgument("no table " + table);
+  const std::string key_col = KeyColumnOf(table);
+  DFLASH_ASSIGN_OR_RETURN(Stmt s, db.Prepare("SELECT * FROM " + table + " WHERE " + key_col + " = ?"));
+  s.Bind(1, digest);
+  Result<bool> row = s.Step();
+  if (row.ok() && !*row) return Status::Ok();  // another process quarantined it first
+  if (row.ok() && only_if_unreadable) return Status::Ok();
+  if (row.ok()) {
+    nlohmann::json j = nlohmann::json::object();
+    std::vector<std::uint8_t> blob;
+    for (int i = 0; i < sqlite3_column_count(s.get()); ++i) {
+      const std::string name = sqlite3_column_name(s.get(), i);
+      if (name == "cubin") {
+        blob = s.Blob(i);
+      } else {
+        j[name] = s.Text(i);
+      }
+    }
+    DFLASH_RETURN_IF_ERROR(InsertQuarantine(db, table, digest, reason, j.dump(), blob));
+  } else if (row.status().code() == ErrorCode::kCorruption) {
+    DFLASH_RETURN_IF_ERROR(InsertQuarantine(db, table, digest, reason + " (the row itself is unreadable)", "{}", {}));
+  } else {
+    return row.status();
+  }
+  DFLASH_ASSIGN_OR_RETURN(Stmt del, db.Prepare("DELETE FROM " + table + " WHERE " + key_col + " = ?"));
+  del.Bind(1, digest);
+  return del.Run();  // a damaged page under the row makes this Corruption: the caller heals the database
 }
 
 }  // namespace dflash::cache

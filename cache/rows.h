@@ -24,6 +24,15 @@ Status UpsertCandidate(Db& db, const CandidateResult& c);
 Status VerifyEntry(const Entry& e, const std::string& stored_digest, const TuningKey* expected = nullptr);
 Status VerifyArtifact(const Artifact& a, const std::string& stored_digest, const ArtifactKey* expected = nullptr);
 
+// Moves one row of `table` ("entries" or "artifacts") into the quarantine table with the reason, inside the
+// caller's write transaction: every text/number column as JSON, the cubin as the blob. A row SQLite cannot read
+// (a damaged page) is recorded by its key alone and deleted. Ok when there is no such row, and, with
+// only_if_unreadable, when the row reads back (a salvage may have saved it meanwhile).
+Status QuarantineRow(Db& db, const std::string& table, const std::string& digest, const std::string& reason,
+                     bool only_if_unreadable = false);
+// Records a row that is gone (lost to a damaged page) in the quarantine table, so stats and verify can say so.
+Status RecordLostRow(Db& db, const std::string& table, const std::string& key, const std::string& reason);
+
 nlohmann::json EntryToJson(const Entry& e, bool with_cubin);
 Result<Entry> EntryFromJson(const nlohmann::json& j);  // expects the cubin (base64)
 std::string Base64Encode(std::span<const std::uint8_t> bytes);

@@ -3,6 +3,9 @@
 //   <dir>/kernels.db        SQLite 3, WAL mode, synchronous=FULL; PRAGMA user_version = schema version.
 //   <dir>/kernels.db-wal, -shm   SQLite's write-ahead log and its index (never touch by hand).
 //   <dir>/locks/<digest>.lock    per-key single-flight lock files (Boost file_lock; empty; never deleted).
+//   <dir>/locks/db-write.lock    held by every write transaction and by a salvage throughout (salvage.h).
+//   <dir>/kernels.db.damaged-<UTC time>   a damaged database as it was before a salvage replaced it (kept).
+//   <dir>/kernels.db.salvage     the scratch database of a salvage in progress (removed when it ends).
 //
 // Tables (schema version 1):
 //   entries(key_digest PK, family, source_hash, compile_options, arch, nvrtc_version, signature, schema_version,

@@ -7,18 +7,20 @@ namespace dflash::cache {
 
 Status SqliteStatus(int rc, sqlite3* db, std::string_view what) {
   if (rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE) return Status::Ok();
-  std::string msg = std::string(what) + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  const std::string sqlite_text = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  const std::string detail = "SQLite: " + std::string(what) + ": " + sqlite_text;
+  // The message says what is wrong in the user's terms; SQLite's statement and text go to the detail.
   switch (rc & 0xff) {
     case SQLITE_BUSY:
-    case SQLITE_LOCKED: return Busy(msg);
+    case SQLITE_LOCKED: return Busy("the database is busy (another process holds its lock)").WithDetail(detail);
     case SQLITE_CORRUPT:
-    case SQLITE_NOTADB: return Corruption(msg);
-    case SQLITE_READONLY: return ReadOnlyError(msg);
+    case SQLITE_NOTADB: return Corruption("the database is damaged").WithDetail(detail);
+    case SQLITE_READONLY: return ReadOnlyError("the database cannot be written (" + sqlite_text + ")").WithDetail(detail);
+    case SQLITE_FULL: return IoError("the disk is full").WithDetail(detail);
     case SQLITE_CANTOPEN:
     case SQLITE_IOERR:
-    case SQLITE_PERM:
-    case SQLITE_FULL: return IoError(msg);
-    default: return Internal(msg);
+    case SQLITE_PERM: return IoError("the operating system refused a file operation (" + sqlite_text + ")").WithDetail(detail);
+    default: return Internal("SQLite failed (" + sqlite_text + ")").WithDetail(detail);
   }
 }
 
@@ -132,7 +134,8 @@ Status Db::WriteTransaction(const std::function<Status()>& fn, std::chrono::mill
     if (std::chrono::steady_clock::now() >= deadline) {
       return Busy("database stayed busy for " +
                   std::to_string(std::chrono::duration_cast<std::chrono::seconds>(budget).count()) + " s (" +
-                  std::to_string(attempts) + " attempts): " + st.message());
+                  std::to_string(attempts) + " attempts): " + st.message())
+          .WithDetail(st.detail());
     }
     std::this_thread::sleep_for(pause + std::chrono::milliseconds(jitter() % 5));
     pause = std::min(pause * 2, std::chrono::milliseconds(200));

@@ -42,6 +42,7 @@ class Stmt {
   std::int64_t Int(int col) const { return sqlite3_column_int64(s_, col); }
   double Real(int col) const { return sqlite3_column_double(s_, col); }
   bool IsNull(int col) const { return sqlite3_column_type(s_, col) == SQLITE_NULL; }
+  sqlite3_stmt* get() const { return s_; }
 
  private:
   sqlite3* db_;

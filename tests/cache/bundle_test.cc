@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <fstream>
 #include <iterator>
 
@@ -63,6 +66,59 @@ TEST(Bundle, ImportKeepsTheFasterOfTwoEntriesForOneKey) {
   EXPECT_EQ(r->kept_ours, 1);
   EXPECT_DOUBLE_EQ((**dst->Lookup(fast.key)).timing.median_ms, 0.1);
   EXPECT_DOUBLE_EQ((**dst->Lookup(slow.key)).timing.median_ms, 1.0);
+}
+
+// Two processes importing one key set at once, one bundle slow and one fast: the faster entry must win every key,
+// whatever the interleaving (the comparison is part of the publishing transaction).
+TEST(Bundle, RacingImportsOfTheSameKeysKeepTheFasterEntryEveryTime) {
+  constexpr int kKeys = 30, kRounds = 12;
+  TempDir bundles;
+  for (const bool fast : {false, true}) {
+    TempDir src;
+    auto c = Open(src.path());
+    for (int i = 0; i < kKeys; ++i) {
+      Entry e = EntryFor(i);
+      e.timing.median_ms = fast ? 0.1 : 10.0;
+      ASSERT_TRUE(c->Publish(e).ok());
+    }
+    ASSERT_TRUE(ExportBundle(*c, bundles.path() / (fast ? "fast" : "slow")).ok());
+  }
+  int slower_kept = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    TempDir dst;
+    Open(dst.path());  // the database exists before the race starts
+    int go[2];
+    ASSERT_EQ(pipe(go), 0);
+    std::vector<pid_t> pids;
+    for (const char* name : {"slow", "fast"}) {
+      pid_t pid = fork();
+      if (pid == 0) {
+        close(go[1]);
+        char byte;
+        if (read(go[0], &byte, 1) != 0) _exit(5);  // released together when the pipe closes
+        CacheOptions o;
+        o.dir = dst.path();
+        auto c = KernelCache::Open(o);
+        if (!c.ok()) _exit(3);
+        _exit(ImportBundle(**c, bundles.path() / name).ok() ? 0 : 4);
+      }
+      pids.push_back(pid);
+    }
+    close(go[0]);
+    close(go[1]);
+    for (pid_t pid : pids) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "an import failed";
+    }
+    auto c = Open(dst.path());
+    for (int i = 0; i < kKeys; ++i) {
+      auto got = c->Lookup(EntryFor(i).key);
+      ASSERT_TRUE(got.ok() && got->has_value());
+      slower_kept += (**got).timing.median_ms > 1.0;
+    }
+  }
+  EXPECT_EQ(slower_kept, 0) << "of " << kKeys * kRounds << " keys";
 }
 
 TEST(Bundle, DamagedBundleIsRejectedWholeAndImportsNothing) {

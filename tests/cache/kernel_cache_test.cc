@@ -339,6 +339,44 @@ TEST(KernelCache, ReadOnlyDirectoryOpensReadOnlyAndStillServesHits) {
   EXPECT_EQ(rc, 0) << "10 open failed, 11 not read-only, 12 hit not served, 13 miss wrong, 14 write allowed";
 }
 
+// A read-only open of a 0444 database file in a writable directory makes SQLite create -wal and -shm with mode
+// 0444; once the file is writable again, the cache must be writable too (as an unprivileged user, for whom file
+// modes are enforced), and the read-only note must name the file, not the directory.
+TEST(KernelCache, AReadOnlyPeriodOfTheDatabaseFileLeavesAWritableCacheAfterwards) {
+  TempDir dir;
+  ASSERT_EQ(chown(dir.path().c_str(), 65534, 65534), 0);
+  int rc = RunUnprivileged([&]() -> int {
+    const auto db = dir.path() / kDatabaseFile;
+    CacheOptions o;
+    o.dir = dir.path();
+    {
+      auto c = KernelCache::Open(o);
+      if (!c.ok() || !(*c)->Publish(EntryFor(1)).ok()) return 10;
+    }
+    std::filesystem::permissions(db, std::filesystem::perms::owner_read | std::filesystem::perms::group_read |
+                                         std::filesystem::perms::others_read);
+    {
+      auto c = KernelCache::Open(o);
+      if (!c.ok() || !(*c)->read_only()) return 11;
+      if ((*c)->open_note().find("kernels.db is not writable (mode 0444)") == std::string::npos) return 12;
+      auto hit = (*c)->Lookup(EntryFor(1).key);
+      if (!hit.ok() || !hit->has_value()) return 13;
+    }
+    std::filesystem::permissions(db, std::filesystem::perms::owner_write, std::filesystem::perm_options::add);
+    auto c = KernelCache::Open(o);
+    if (!c.ok() || (*c)->read_only()) return 14;
+    if (!(*c)->Publish(EntryFor(2)).ok()) return 15;
+    for (const char* side : {"-wal", "-shm"}) {
+      std::error_code ec;
+      auto perms = std::filesystem::status(db.string() + side, ec).permissions();
+      if (!ec && (perms & std::filesystem::perms::owner_write) == std::filesystem::perms::none) return 16;
+    }
+    return 0;
+  });
+  EXPECT_EQ(rc, 0) << "10 first publish, 11 not read-only, 12 note, 13 hit, 14 reopen, 15 write failed, "
+                      "16 side file still read-only";
+}
+
 TEST(KernelCache, GetOrBuildRunsTheBuildOncePerKeyAcrossThreads) {
   TempDir dir;
   auto cache = OpenOrDie(dir.path());

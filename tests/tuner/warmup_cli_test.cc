@@ -236,6 +236,67 @@ TEST_F(CacheCliExitCodes, GarbageTruncatedNewerOrMissingCacheGivesExitTwoAndOneL
   EXPECT_NE(newer.err.find("newer"), std::string::npos) << newer.err;
 }
 
+// A zeroed leaf page of the entries table (found through dbstat): list and export still work, verify reports
+// the damage (exit 1), --repair salvages and the next verify is clean. A database whose schema page is zeroed
+// cannot be opened: one line naming the cache directory, what is wrong and what to do, and no SQL; SQLite's own
+// text only with --verbose.
+TEST_F(CacheCliExitCodes, DamagedPagesLeaveEveryCommandWorkingAndErrorsSpeakNoSql) {
+  {
+    cache::CacheOptions o;
+    o.dir = cache_;
+    auto c = cache::KernelCache::Open(o);
+    ASSERT_TRUE(c.ok());
+    for (int i = 0; i < 30; ++i) ASSERT_TRUE((*c)->Publish(cache::testing::EntryFor(i, "sm_120", 150000)).ok());
+  }
+  const auto db_path = cache_ / "kernels.db";
+  auto zero_page = [&](const std::string& where) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(db_path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_stmt* s = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, ("SELECT pageno, (SELECT page_size FROM pragma_page_size) FROM dbstat WHERE " +
+                                      where).c_str(), -1, &s, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(s), SQLITE_ROW);
+    const std::int64_t page = sqlite3_column_int64(s, 0), size = sqlite3_column_int64(s, 1);
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    std::fstream f(db_path, std::ios::in | std::ios::out | std::ios::binary);
+    const std::int64_t skip = page == 1 ? 100 : 0;  // page 1 keeps its file header
+    f.seekp((page - 1) * size + skip);
+    const std::string zeros(static_cast<std::size_t>(size - skip), '\0');
+    f.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+  };
+  zero_page("name = 'entries' AND pagetype = 'leaf' ORDER BY pageno LIMIT 1 OFFSET 2");
+  auto list = Run({"list", "--json"});
+  EXPECT_EQ(list.code, 0) << list.err;
+  EXPECT_LT(list.json().size(), 30u);
+  EXPECT_NE(list.err.find("verify-cache --repair"), std::string::npos) << list.err;
+  auto exported = Run({"export", (tmp_.path() / "b").string()});
+  EXPECT_EQ(exported.code, 0) << exported.err;
+  auto verify = Run({"verify-cache", "--json"});
+  EXPECT_EQ(verify.code, 1) << verify.out << verify.err;
+  EXPECT_GT(verify.json()["problems"].size(), 1u);
+  auto repair = Run({"verify-cache", "--repair"});
+  EXPECT_EQ(repair.code, 1) << repair.out << repair.err;
+  EXPECT_NE(repair.out.find("kept as"), std::string::npos) << repair.out;
+  auto clean = Run({"verify-cache"});
+  EXPECT_EQ(clean.code, 0) << clean.out << clean.err;
+
+  zero_page("name = 'sqlite_schema'");
+  for (const char* cmd : {"list", "verify-cache", "stats", "export"}) {
+    auto r = cmd == std::string("export") ? Run({cmd, (tmp_.path() / "b2").string()}) : Run({cmd});
+    EXPECT_EQ(r.code, 2) << cmd;
+    EXPECT_EQ(Lines(r.err), 1) << cmd << ": " << r.err;
+    EXPECT_NE(r.err.find(cache_.string()), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("damaged"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("SELECT"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("malformed"), std::string::npos) << r.err;
+  }
+  auto verbose = Run({"list", "--verbose"});
+  EXPECT_EQ(Lines(verbose.err), 2) << verbose.err;
+  EXPECT_NE(verbose.err.find("SQLite: "), std::string::npos) << verbose.err;
+}
+
 TEST_F(CacheCliExitCodes, BadInputGivesExitTwoWithAReadableLine) {
   auto arch = Run({"warmup", "--arch", "sm_12", "--compile-only"});
   EXPECT_EQ(arch.code, 2);

@@ -62,23 +62,29 @@ std::function<Status(const cache::Entry&)> GpuLoadCheck(int* skipped_other_arch,
 
 int VerifyCache(const GlobalOptions& g, bool repair, bool load) {
   auto c = OpenCache(g, /*create=*/false);
-  if (!c.ok()) return Fail("cannot open cache", c.status());
+  if (!c.ok()) return FailCache(g, "open the cache", c.status());
   int other_arch = 0;
   std::string gpu_note;
   std::function<Status(const cache::Entry&)> check;
   if (load) check = GpuLoadCheck(&other_arch, &gpu_note);
   auto report = (*c)->Verify(repair, check);
   if (!report.ok()) {
-    // The database itself is unreadable (malformed pages): nothing row-level to report.
-    return Fail("cannot verify cache " + (*c)->dir().string(), report.status());
+    // Not even the row-by-row reading could run (e.g. the schema page itself is damaged).
+    return FailCache(g, "verify the cache", report.status());
   }
   const bool healthy = report->ok();
   if (g.json) {
     json problems = json::array();
     for (const auto& p : report->problems) problems.push_back({{"table", p.table}, {"row", p.row}, {"what", p.what}});
     json out = {{"cache_dir", (*c)->dir().string()}, {"ok", healthy}, {"entries_checked", report->entries_checked},
-                {"artifacts_checked", report->artifacts_checked}, {"problems", problems},
+                {"artifacts_checked", report->artifacts_checked},
+                {"candidates_checked", report->candidates_checked}, {"problems", problems},
                 {"repaired", report->repaired}, {"read_only", (*c)->read_only()}};
+    if (report->salvage) {
+      const auto& sv = *report->salvage;
+      out["salvage"] = {{"route", sv.route}, {"rows_saved", sv.rows_saved}, {"lost", sv.lost},
+                        {"quarantined", sv.dropped}, {"kept_aside", sv.kept_aside.string()}};
+    }
     if (load) {
       out["loaded"] = report->loaded;
       out["load_note"] = gpu_note;
@@ -87,12 +93,19 @@ int VerifyCache(const GlobalOptions& g, bool repair, bool load) {
   } else {
     std::cout << "cache " << (*c)->dir().string() << (((*c)->read_only()) ? " (read-only)" : "") << "\n";
     std::cout << "checked " << report->entries_checked << " entries, " << report->artifacts_checked
-              << " artifacts; integrity_check " << (healthy ? "ok" : "see below") << "\n";
+              << " artifacts, " << report->candidates_checked << " candidates; "
+              << (healthy ? "integrity_check ok" : "see below") << "\n";
     if (load) std::cout << "--load: " << gpu_note << "; " << report->loaded << " entries loaded\n";
     for (const auto& p : report->problems) {
       std::cout << "PROBLEM " << p.table << (p.row.empty() ? "" : " " + p.row.substr(0, 16)) << ": " << p.what << "\n";
     }
-    if (repair && report->repaired > 0) {
+    if (report->salvage) {
+      const auto& sv = *report->salvage;
+      std::cout << sv.Summary() << "\n";
+      for (const auto& lost : sv.lost) std::cout << "LOST " << lost << "\n";
+      for (const auto& q : sv.dropped) std::cout << "QUARANTINED " << q << "\n";
+      std::cout << "the next verify is clean; the next warmup re-tunes what was lost\n";
+    } else if (repair && report->repaired > 0) {
       std::cout << "repaired: " << report->repaired << " rows moved to quarantine; the next verify is clean\n";
     }
     std::cout << (healthy ? "healthy" : std::to_string(report->problems.size()) + " problem(s) found") << "\n";
@@ -104,9 +117,15 @@ int VerifyCache(const GlobalOptions& g, bool repair, bool load) {
 
 int List(const GlobalOptions& g) {
   auto c = OpenCache(g, false, true);
-  if (!c.ok()) return Fail("cannot open cache", c.status());
-  auto rows = (*c)->List();
-  if (!rows.ok()) return Fail("cannot list cache", rows.status());
+  if (!c.ok()) return FailCache(g, "open the cache", c.status());
+  std::int64_t unreadable = 0;
+  auto rows = (*c)->List(&unreadable);
+  if (!rows.ok()) return FailCache(g, "list the cache", rows.status());
+  if (unreadable > 0) {
+    std::cerr << "dflash-tune: " << unreadable << " entries of cache " << (*c)->dir().string()
+              << " cannot be read (damaged database); run `dflash-tune --cache-dir " << (*c)->dir().string()
+              << " verify-cache --repair`\n";
+  }
   if (g.json) {
     json out = json::array();
     for (const auto& r : *rows) {
@@ -130,9 +149,9 @@ int List(const GlobalOptions& g) {
 
 int Show(const GlobalOptions& g, const std::string& prefix) {
   auto c = OpenCache(g, false, true);
-  if (!c.ok()) return Fail("cannot open cache", c.status());
+  if (!c.ok()) return FailCache(g, "open the cache", c.status());
   auto e = (*c)->Show(prefix);
-  if (!e.ok()) return Fail("show " + prefix, e.status());
+  if (!e.ok()) return FailCache(g, "show " + prefix, e.status());
   json j = cache::EntryToJson(*e, false);
   auto cands = (*c)->Candidates(e->key.Digest());
   json cj = json::array();
@@ -171,9 +190,9 @@ int Show(const GlobalOptions& g, const std::string& prefix) {
 
 int Stats(const GlobalOptions& g) {
   auto c = OpenCache(g, false);
-  if (!c.ok()) return Fail("cannot open cache", c.status());
+  if (!c.ok()) return FailCache(g, "open the cache", c.status());
   auto s = (*c)->Stats();
-  if (!s.ok()) return Fail("cannot read stats", s.status());
+  if (!s.ok()) return FailCache(g, "read the cache's stats", s.status());
   if (g.json) {
     std::cout << json{{"cache_dir", (*c)->dir().string()}, {"entries", s->entries}, {"artifacts", s->artifacts},
                       {"candidates", s->candidates}, {"quarantined_rows", s->quarantined_rows},
@@ -243,9 +262,9 @@ void AddCacheCommands(CLI::App& app, GlobalOptions& g, Action* run) {
       }
       if (ea->stale) f.stale_nvrtc = tuner::NvrtcVersion();
       auto c = OpenCache(g, false);
-      if (!c.ok()) return Fail("cannot open cache", c.status());
+      if (!c.ok()) return FailCache(g, "open the cache", c.status());
       auto n = (*c)->Evict(f);
-      if (!n.ok()) return Fail("evict", n.status());
+      if (!n.ok()) return FailCache(g, "evict", n.status());
       if (g.json) {
         std::cout << json{{"removed_entries", *n}}.dump() << "\n";
       } else {
@@ -261,9 +280,9 @@ void AddCacheCommands(CLI::App& app, GlobalOptions& g, Action* run) {
   exp->callback([&g, run, out_path] {
     *run = [&g, out_path]() -> int {
       auto c = OpenCache(g, false, true);
-      if (!c.ok()) return Fail("cannot open cache", c.status());
+      if (!c.ok()) return FailCache(g, "open the cache", c.status());
       auto r = cache::ExportBundle(**c, *out_path);
-      if (!r.ok()) return Fail("export", r.status());
+      if (!r.ok()) return FailCache(g, "export to " + *out_path, r.status());
       if (g.json) {
         std::cout << json{{"exported", r->exported}, {"skipped_bad", r->skipped_bad}}.dump() << "\n";
       } else {
@@ -282,9 +301,9 @@ void AddCacheCommands(CLI::App& app, GlobalOptions& g, Action* run) {
   imp->callback([&g, run, in_path] {
     *run = [&g, in_path]() -> int {
       auto c = OpenCache(g, true);
-      if (!c.ok()) return Fail("cannot open cache", c.status());
+      if (!c.ok()) return FailCache(g, "open the cache", c.status());
       auto r = cache::ImportBundle(**c, *in_path);
-      if (!r.ok()) return Fail("import " + *in_path, r.status());
+      if (!r.ok()) return FailCache(g, "import " + *in_path, r.status());
       if (g.json) {
         std::cout << json{{"imported", r->imported}, {"replaced", r->replaced}, {"kept_ours", r->kept_ours},
                           {"rejected", r->rejected}}

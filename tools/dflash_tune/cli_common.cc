@@ -1,5 +1,7 @@
 #include "cli_common.h"
 
+#include "cache/schema.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -7,8 +9,52 @@
 
 namespace dflash::cli {
 
+namespace {
+bool g_verbose = false;  // set by OpenCache / FailCache from the global options (one CLI run per process)
+
+void PrintDetail(const Status& status) {
+  if (g_verbose && !status.detail().empty()) std::cerr << "dflash-tune: detail: " << status.detail() << "\n";
+}
+}  // namespace
+
 int Fail(const std::string& context, const Status& status) {
   std::cerr << "dflash-tune: " << context << ": " << status.message() << "\n";
+  PrintDetail(status);
+  return kExitError;
+}
+
+std::filesystem::path CacheDirOf(const GlobalOptions& g) {
+  return g.cache_dir.empty() ? cache::DefaultCacheDir() : std::filesystem::path(g.cache_dir);
+}
+
+int FailCache(const GlobalOptions& g, const std::string& doing, const Status& status) {
+  g_verbose = g.verbose;
+  const std::string dir = CacheDirOf(g).string();
+  const std::string tool = "dflash-tune --cache-dir " + dir;
+  std::string remedy;
+  switch (status.code()) {
+    case ErrorCode::kCorruption:
+      // A database that cannot even be opened (its header or schema page) is past what a repair can read.
+      remedy = doing == "open the cache"
+                   ? "move " + (CacheDirOf(g) / cache::kDatabaseFile).string() +
+                         " aside and run `dflash-tune warmup` to tune afresh (or `" + tool + " import BUNDLE`)"
+                   : "run `" + tool + " verify-cache --repair` to save what can be saved";
+      break;
+    case ErrorCode::kBusy:
+      remedy = "another process holds the database: retry when it is done";
+      break;
+    case ErrorCode::kReadOnly:
+      remedy = "make the directory and kernels.db writable, or pass another --cache-dir";
+      break;
+    case ErrorCode::kIoError:
+      remedy = "check the permissions and free space of " + dir;
+      break;
+    default:
+      break;  // our own messages (newer schema, not a directory, network filesystem) already say what to do
+  }
+  std::cerr << "dflash-tune: cannot " << doing << " (cache " << dir << "): " << status.message()
+            << (remedy.empty() ? "" : "; " + remedy) << "\n";
+  PrintDetail(status);
   return kExitError;
 }
 
@@ -18,6 +64,7 @@ int Fail(const std::string& message) {
 }
 
 Result<std::unique_ptr<cache::KernelCache>> OpenCache(const GlobalOptions& g, bool create, bool read_only) {
+  g_verbose = g.verbose;
   cache::CacheOptions o;
   o.dir = g.cache_dir.empty() ? cache::DefaultCacheDir() : std::filesystem::path(g.cache_dir);
   o.create = create;

@@ -22,11 +22,18 @@ inline constexpr int kExitError = 2;
 struct GlobalOptions {
   std::string cache_dir;  // empty: the default (DFLASH_CACHE_DIR, XDG_CACHE_HOME, ~/.cache)
   bool json = false;
+  bool verbose = false;   // errors also print the low-level text behind them (SQLite's statement and error)
 };
 
-// Prints "dflash-tune: <context>: <message>" on stderr and returns kExitError.
+// Prints "dflash-tune: <context>: <message>" on stderr and returns kExitError; with --verbose, the status's
+// detail (Status::detail) on a second line.
 int Fail(const std::string& context, const Status& status);
 int Fail(const std::string& message);
+// The error of a cache command, one line: what could not be done, the cache directory, what is wrong in the
+// user's terms and the command that fixes it (e.g. `dflash-tune --cache-dir DIR verify-cache --repair`).
+int FailCache(const GlobalOptions& g, const std::string& doing, const Status& status);
+// The cache directory the global options name.
+std::filesystem::path CacheDirOf(const GlobalOptions& g);
 
 // Opens the cache named by the global options. create=false: a missing directory is an error.
 Result<std::unique_ptr<cache::KernelCache>> OpenCache(const GlobalOptions& g, bool create, bool read_only = false);

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
                  "Cache directory (default: $DFLASH_CACHE_DIR, else $XDG_CACHE_HOME/dflash-tune, else "
                  "~/.cache/dflash-tune)");
   app.add_flag("--json", g.json, "Machine-readable output");
+  app.add_flag("--verbose", g.verbose, "On an error, also print the low-level text behind it (SQLite's own)");
   app.fallthrough();  // global options may follow the subcommand
   Action run;
   AddCacheCommands(app, g, &run);

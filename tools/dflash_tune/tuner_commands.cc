@@ -155,7 +155,7 @@ int Warmup(const GlobalOptions& g, const WarmupArgs& a) {
                     ": variants are compiled and pruned, and timing needs a GPU of that arch");
   }
   auto cache = OpenCache(g, /*create=*/true);
-  if (!cache.ok()) return Fail("cannot open cache", cache.status());
+  if (!cache.ok()) return FailCache(g, "open the cache", cache.status());
   if ((*cache)->read_only()) return Fail("cannot warm up into " + (*cache)->dir().string() + ": " + (*cache)->open_note());
 
   tuner::TuneOptions opts;
@@ -190,6 +190,7 @@ int Warmup(const GlobalOptions& g, const WarmupArgs& a) {
     for (const auto& c : contexts) threads.emplace_back(worker, c.get());
   }
   for (auto& t : threads) t.join();
+  for (std::string& healed : (*cache)->TakeHealNotes()) notes.push_back(std::move(healed));
 
   // Summary.
   tuner::TuneCounts total;
