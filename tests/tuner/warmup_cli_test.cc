@@ -26,8 +26,7 @@ using testing::SpawnCli;
 using testing::WaitExit;
 using TempDir = cache::testing::TempDir;
 
-std::vector<std::string> Args(std::initializer_list<std::string> a, const std::filesystem::path& cache) {
-  std::vector<std::string> v(a);
+std::vector<std::string> Args(std::vector<std::string> v, const std::filesystem::path& cache) {
   v.push_back("--cache-dir");
   v.push_back(cache.string());
   return v;
@@ -283,8 +282,12 @@ TEST_F(CacheCliExitCodes, DamagedPagesLeaveEveryCommandWorkingAndErrorsSpeakNoSq
   EXPECT_EQ(clean.code, 0) << clean.out << clean.err;
 
   zero_page("name = 'sqlite_schema'");
-  for (const char* cmd : {"list", "verify-cache", "stats", "export"}) {
-    auto r = cmd == std::string("export") ? Run({cmd, (tmp_.path() / "b2").string()}) : Run({cmd});
+  const std::vector<std::vector<std::string>> commands = {
+      {"list"}, {"verify-cache"}, {"verify-cache", "--repair"}, {"stats"}, {"export", (tmp_.path() / "b2").string()},
+      {"import", (tmp_.path() / "b").string()}, {"evict", "--all"}, {"show", "abcdef"}};
+  for (const auto& args : commands) {
+    const std::string cmd = args[0];
+    auto r = RunCli(Args(args, cache_), scratch_);
     EXPECT_EQ(r.code, 2) << cmd;
     EXPECT_EQ(Lines(r.err), 1) << cmd << ": " << r.err;
     EXPECT_NE(r.err.find(cache_.string()), std::string::npos) << r.err;
