@@ -120,11 +120,17 @@ Result<std::unique_ptr<KernelCache>> KernelCache::Open(const CacheOptions& optio
                                   : "read-only: " + db.string() + " is not writable (mode " + ModeOf(db) + ")";
   }
   if (options.read_only) c->open_note_ = "read-only by request";
+  if (writable) {
+    // Side files a read-only period left unwritable, and not ours to mend: serve hits read-only, and say why.
+    if (Status mend = MendSideFiles(db); !mend.ok()) {
+      writable = false;
+      c->open_note_ = "read-only: " + mend.message();
+    }
+  }
 
   if (writable) {
     std::filesystem::create_directories(c->dir_ / "locks", ec);
     if (ec) return IoError("cannot create " + (c->dir_ / "locks").string() + ": " + ec.message());
-    DFLASH_RETURN_IF_ERROR(MendSideFiles(db).WithContext("opening " + db.string()));
     DFLASH_ASSIGN_OR_RETURN(c->db_, Db::Open(db.string(), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE));
     // Cubins are 10 KiB - 1 MiB blobs: 64 KiB pages keep a hit to a few overflow pages. Only takes effect
     // when the database is created (before the first write); existing databases keep their page size.
