@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <set>
+#include <string>
+
 #include "../cache/cache_test_util.h"
 #include "cache/kernel_cache.h"
 #include "cli_runner.h"
@@ -86,9 +89,14 @@ TEST_F(WarmupGpu, TwoRacingWarmupsPublishEachWinnerOnce) {
   ASSERT_EQ(testing::WaitExit(p2), 0) << testing::ReadText(scratch_ + "2.err");
   auto j1 = nlohmann::json::parse(testing::ReadText(scratch_ + "1"));
   auto j2 = nlohmann::json::parse(testing::ReadText(scratch_ + "2"));
-  const int keys = static_cast<int>(j1["keys"].size());
+  // Requests of one preset can share a tuning key (problems in one bucket): each distinct key is tuned once over
+  // both processes; every other request of it, in either process, is a hit.
+  const int requests = static_cast<int>(j1["keys"].size());
+  std::set<std::string> digests;
+  for (const auto& k : j1["keys"]) digests.insert(k["key"].get<std::string>());
+  const int keys = static_cast<int>(digests.size());
   EXPECT_EQ(j1["winners_new"].get<int>() + j2["winners_new"].get<int>(), keys);
-  EXPECT_EQ(j1["winners_cached"].get<int>() + j2["winners_cached"].get<int>(), keys);
+  EXPECT_EQ(j1["winners_cached"].get<int>() + j2["winners_cached"].get<int>(), 2 * requests - keys);
   auto verify = RunCli({"verify-cache", "--load", "--json", "--cache-dir", cache_.string()}, scratch_);
   EXPECT_EQ(verify.code, 0) << verify.out;
   EXPECT_EQ(verify.json()["loaded"].get<int>(), keys);
