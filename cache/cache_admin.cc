@@ -112,7 +112,16 @@ Result<VerifyReport> KernelCache::Verify(bool repair, const std::function<Status
       }
       if (!*row) break;
       if (ic.Text(0) != "ok") {
-        report.problems.push_back({"database", "", "integrity_check: " + ic.Text(0)});
+        // One problem per line of SQLite's report, without its "*** in database main ***" heading.
+        std::string text = ic.Text(0);
+        for (std::size_t at = 0; at < text.size();) {
+          std::size_t end = std::min(text.find('\n', at), text.size());
+          const std::string line = text.substr(at, end - at);
+          if (!line.empty() && line.rfind("***", 0) != 0) {
+            report.problems.push_back({"database", "", "integrity_check: " + line});
+          }
+          at = end + 1;
+        }
         damaged_pages = true;
       }
     }

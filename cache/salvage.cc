@@ -65,7 +65,7 @@ Status CopyAside(Db& live, const std::filesystem::path& aside) {
 Status CopyRowByRow(Db& live, Db& fresh, const std::string& table, SalvageReport* report) {
   DFLASH_ASSIGN_OR_RETURN(ReachableRows reach, FindReachableRows(live, table, KeySqlOf(table)));
   for (const std::string& what : reach.damaged) {
-    report->lost.push_back(table + ": " + what + " has a damaged page; rows only it reached are lost");
+    report->damaged.push_back(table + ": " + what + " has a damaged page; rows only it reached are lost");
   }
   DFLASH_ASSIGN_OR_RETURN(Stmt read, live.Prepare("SELECT * FROM \"" + table + "\" WHERE rowid = ?"));
   const int columns = sqlite3_column_count(read.get());
@@ -162,7 +162,7 @@ Result<SalvageReport> BuildFresh(Db& live, const std::filesystem::path& fresh_pa
 
 std::string SalvageReport::Summary() const {
   std::string s = "repaired the damaged database (" + route + "): " + std::to_string(rows_saved) + " rows saved, " +
-                  std::to_string(lost.size()) + " lost, " + std::to_string(dropped.size()) +
+                  std::to_string(lost.size()) + " unreadable rows lost, " + std::to_string(dropped.size()) +
                   " failed their checks and were quarantined; the damaged file is kept as " + kept_aside.string();
   return s;
 }

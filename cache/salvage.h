@@ -25,7 +25,8 @@ struct SalvageReport {
   std::filesystem::path kept_aside;  // the damaged database, as it was
   std::string route;                 // "VACUUM INTO" or "row by row"
   std::int64_t rows_saved = 0;       // over every table
-  std::vector<std::string> lost;     // "entries 3fa9...: unreadable (damaged page)", "candidates: rows beneath ..."
+  std::vector<std::string> lost;     // rows that could not be read: "entries 3fa9...: unreadable (damaged page)"
+  std::vector<std::string> damaged;  // b-trees a damaged page cut short: "candidates: the table's b-tree ..."
   std::vector<std::string> dropped;  // read back but failed their checks: quarantined in the new database
   std::string Summary() const;       // one line
 };

@@ -82,7 +82,7 @@ int VerifyCache(const GlobalOptions& g, bool repair, bool load) {
                 {"repaired", report->repaired}, {"read_only", (*c)->read_only()}};
     if (report->salvage) {
       const auto& sv = *report->salvage;
-      out["salvage"] = {{"route", sv.route}, {"rows_saved", sv.rows_saved}, {"lost", sv.lost},
+      out["salvage"] = {{"route", sv.route}, {"rows_saved", sv.rows_saved}, {"lost", sv.lost}, {"damaged", sv.damaged},
                         {"quarantined", sv.dropped}, {"kept_aside", sv.kept_aside.string()}};
     }
     if (load) {
@@ -102,6 +102,7 @@ int VerifyCache(const GlobalOptions& g, bool repair, bool load) {
     if (report->salvage) {
       const auto& sv = *report->salvage;
       std::cout << sv.Summary() << "\n";
+      for (const auto& part : sv.damaged) std::cout << "DAMAGED " << part << "\n";
       for (const auto& lost : sv.lost) std::cout << "LOST " << lost << "\n";
       for (const auto& q : sv.dropped) std::cout << "QUARANTINED " << q << "\n";
       std::cout << "the next verify is clean; the next warmup re-tunes what was lost\n";
