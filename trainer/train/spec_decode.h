@@ -7,7 +7,8 @@
 //            target's lm_head over the drafter's outputs of slots 1 ... B-1;
 //   verify:  one target Extend over [pending, proposals]; the target's greedy choice after each of them;
 //   accept:  the longest prefix of proposals equal to the target's choices (accepted, 0 ... B-1); commit them and the
-//            target's choice after the last accepted one (the new pending token); roll the target back to S+accepted+1.
+//            target's choice after the last accepted one (the new pending token); roll the target back to S + the
+//            tokens counted.
 // The token budget (max_new_tokens, the first token from the prefill included) is kept as z-lab's dflash_generate keeps
 // it: with r tokens left, a step verifies only min(B, r + 1) tokens (the drafter proposes min(B - 1, r)) and counts
 // min(accepted + 1, r) (a bonus token past the budget is neither committed nor counted).
@@ -15,9 +16,9 @@
 //   tau_pooled           = (sum over all steps of all prompts of the counted tokens) / (number of steps);
 //   tau_per_prompt_mean  = mean over prompts (those with at least one step) of each prompt's own mean: what z-lab's
 //                          benchmark prints as "Average Acceptance length" (and what papers quote as tau).
-// Speculative greedy decoding is exact: its output must equal plain greedy decoding token for token. In floating point a verify over B tokens and a single-token step can round differently,
-// so a divergence where the target's top-2 logits lie within tie_tolerance is reported (not an error); any other
-// divergence is an Internal error.
+// Speculative greedy decoding is exact: its output must equal plain greedy decoding token for token. In floating
+// point a verify over B tokens and a single-token step can round differently, so a divergence where the target's
+// top-2 logits lie within tie_tolerance is reported (not an error); any other divergence is an Internal error.
 // Who may call: the training loop's evaluation, tools and tests. Thread-safety: one thread; models read-only.
 #pragma once
 
