@@ -112,10 +112,10 @@ std::int64_t RoundHalfEven(std::int64_t num, std::int64_t den) {
   return q;
 }
 
-// Query/KV heads (GQA: a multiple) and head_dim (default hidden_size / heads), shared by target and drafter
-// configs; c.hidden_size must already be set.
+// Query/KV heads (GQA: a multiple) and head_dim (default: `default_head_dim`, else hidden_size / heads), shared by
+// target and drafter configs; c.hidden_size must already be set.
 template <typename Config>
-Status ParseAttentionShape(const json& j, const std::string& where, Config& c) {
+Status ParseAttentionShape(const json& j, const std::string& where, Config& c, std::int64_t default_head_dim = 0) {
   DFLASH_ASSIGN_OR_RETURN(c.num_attention_heads, GetPositiveInt(j, "num_attention_heads", where));
   DFLASH_ASSIGN_OR_RETURN(c.num_key_value_heads, GetPositiveInt(j, "num_key_value_heads", where));
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
@@ -125,7 +125,7 @@ Status ParseAttentionShape(const json& j, const std::string& where, Config& c) {
   if (Has(j, "head_dim")) {
     DFLASH_ASSIGN_OR_RETURN(c.head_dim, GetPositiveInt(j, "head_dim", where));
   } else {
-    c.head_dim = c.hidden_size / c.num_attention_heads;
+    c.head_dim = default_head_dim > 0 ? default_head_dim : c.hidden_size / c.num_attention_heads;
   }
   return Status::Ok();
 }
@@ -195,18 +195,23 @@ Result<TargetConfig> ParseTargetConfig(const json& root, const std::string& file
                        "\" is not a supported target (qwen3_5 / qwen3_5_text hybrid or qwen3 dense)");
   }
   const json& j = *cfg;
+  const bool hybrid = c.arch == TargetArch::kQwen3_5Hybrid;
   DFLASH_ASSIGN_OR_RETURN(c.hidden_size, GetPositiveInt(j, "hidden_size", where));
   DFLASH_ASSIGN_OR_RETURN(c.intermediate_size, GetPositiveInt(j, "intermediate_size", where));
   DFLASH_ASSIGN_OR_RETURN(c.num_hidden_layers, GetPositiveInt(j, "num_hidden_layers", where));
   DFLASH_ASSIGN_OR_RETURN(c.vocab_size, GetPositiveInt(j, "vocab_size", where));
-  DFLASH_RETURN_IF_ERROR(ParseAttentionShape(j, where, c));
+  DFLASH_RETURN_IF_ERROR(ParseAttentionShape(j, where, c, /*default_head_dim=*/hybrid ? 256 : 0));
+  if (Has(j, "max_position_embeddings")) {
+    DFLASH_ASSIGN_OR_RETURN(c.max_position_embeddings, GetPositiveInt(j, "max_position_embeddings", where));
+  }  // else the struct's 32768, transformers' default
   DFLASH_ASSIGN_OR_RETURN(c.rms_norm_eps, GetNumber(j, "rms_norm_eps", where));
   // tie_word_embeddings may sit on the outer (multimodal) config.
   bool tie_outer = false;
   DFLASH_ASSIGN_OR_RETURN(tie_outer, GetBoolOr(root, "tie_word_embeddings", false, file));
   DFLASH_ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBoolOr(j, "tie_word_embeddings", tie_outer, where));
   DFLASH_ASSIGN_OR_RETURN(c.rope_theta, GetRopeField(j, "rope_theta", std::nullopt, where));
-  DFLASH_ASSIGN_OR_RETURN(c.partial_rotary_factor, GetRopeField(j, "partial_rotary_factor", 1.0, where));
+  DFLASH_ASSIGN_OR_RETURN(c.partial_rotary_factor,
+                          GetRopeField(j, "partial_rotary_factor", hybrid ? 0.25 : 1.0, where));
   if (!(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1)) {
     return InvalidArgument(where + ": partial_rotary_factor must be in (0, 1], got " +
                            std::to_string(c.partial_rotary_factor));
@@ -226,7 +231,12 @@ Result<TargetConfig> ParseTargetConfig(const json& root, const std::string& file
     return c;
   }
 
+  // transformers' Qwen3.5 attention always gates and ignores this key: a false would be misread there silently.
   DFLASH_ASSIGN_OR_RETURN(c.attn_output_gate, GetBoolOr(j, "attn_output_gate", true, where));
+  if (!c.attn_output_gate) {
+    return Unsupported(where + ": \"attn_output_gate\": false; the Qwen3.5 architecture (as transformers implements "
+                       "it) always gates the attention output, so such a model cannot be represented");
+  }
   DFLASH_ASSIGN_OR_RETURN(c.linear_num_key_heads, GetPositiveInt(j, "linear_num_key_heads", where));
   DFLASH_ASSIGN_OR_RETURN(c.linear_num_value_heads, GetPositiveInt(j, "linear_num_value_heads", where));
   DFLASH_ASSIGN_OR_RETURN(c.linear_key_head_dim, GetPositiveInt(j, "linear_key_head_dim", where));
@@ -273,6 +283,9 @@ Result<DrafterConfig> ParseDrafterConfig(const json& j, const std::string& where
   DFLASH_ASSIGN_OR_RETURN(c.vocab_size, GetIntOr(j, "vocab_size", 0, where));
   DFLASH_ASSIGN_OR_RETURN(c.rms_norm_eps, GetNumber(j, "rms_norm_eps", where));
   DFLASH_ASSIGN_OR_RETURN(c.rope_theta, GetRopeField(j, "rope_theta", std::nullopt, where));
+  if (Has(j, "max_position_embeddings")) {
+    DFLASH_ASSIGN_OR_RETURN(c.max_position_embeddings, GetPositiveInt(j, "max_position_embeddings", where));
+  }  // else the struct's 32768, transformers' default
 
   // DFlash fields: top level or under "dflash_config" (public drafters use both).
   const json empty = json::object();

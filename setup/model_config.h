@@ -3,7 +3,10 @@
 // drafter (spec §3: layer_types / sliding_window, block_size, mask_token_id, target_layer_ids when present, at top
 // level or under "dflash_config"). Also the tapped-layer rule of spec §2.
 // Every missing or mistyped field is an InvalidArgument naming the file (or "config") and the field; an unknown
-// model_type is Unsupported. Who may call: the trainer's loaders, the training setups (training_setup.h,
+// model_type is Unsupported. Optional fields default as transformers (5.x) defaults them for the model_type
+// (Qwen3.5: partial_rotary_factor 0.25, head_dim 256; both: max_position_embeddings 32768), so a config reads as
+// transformers reads it; what transformers' model cannot represent is Unsupported (a Qwen3.5 "attn_output_gate":
+// false: its attention always gates). Who may call: the trainer's loaders, the training setups (training_setup.h,
 // presets.h), tests. Thread-safety: pure functions over values.
 #pragma once
 
@@ -35,6 +38,7 @@ struct TargetConfig {
   std::int64_t vocab_size = 0;
   bool tie_word_embeddings = false;
   double rms_norm_eps = 1e-6;
+  std::int64_t max_position_embeddings = 32768;  // not used by the model (plain RoPE); kept for the saved config
   // Full attention.
   std::int64_t num_attention_heads = 0;
   std::int64_t num_key_value_heads = 0;
@@ -42,7 +46,7 @@ struct TargetConfig {
   double rope_theta = 0;
   double partial_rotary_factor = 1.0;
   bool attention_bias = false;
-  bool attn_output_gate = false;  // Qwen3.5: q_proj also produces a per-head sigmoid gate
+  bool attn_output_gate = false;  // q_proj also produces a per-head sigmoid gate: always for Qwen3.5, never for Qwen3
   // Gated delta net (Qwen3.5 only; 0 for dense).
   std::int64_t full_attention_interval = 0;
   std::int64_t linear_num_key_heads = 0;
@@ -63,6 +67,7 @@ struct DrafterConfig {
   std::int64_t vocab_size = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 0;
+  std::int64_t max_position_embeddings = 32768;  // as for the target: kept for the saved config
   std::int64_t block_size = 0;
   std::int64_t mask_token_id = 0;
   std::optional<std::int64_t> num_target_layers;

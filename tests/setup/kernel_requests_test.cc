@@ -101,7 +101,7 @@ void ExpectSameKeys(const std::set<Key>& got, const std::set<Key>& want) {
 }
 
 TEST(KernelRequests, TinyPresetWarmsEveryKeyTheOpsUse) {
-  const ModelShapes tiny{512, 16, 256, 4, 2, 64, 4, 2, 64, 1, 2, 256, 1024, 512};
+  const ModelShapes tiny{512, 16, 64, 4, 2, 64, 4, 2, 64, 2, 4, 256, 1024, 512};
   ExpectSameKeys(RequestKeys(RunShapes(tiny, 512, 16, 3)), PresetKeys("tiny"));
   // A shorter row, fewer valid anchors and more documents fall in the same buckets.
   ExpectSameKeys(RequestKeys(RunShapes(tiny, 300, 12, 8)), PresetKeys("tiny"));

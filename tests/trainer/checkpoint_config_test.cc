@@ -1,5 +1,6 @@
 // HF config parsing of targets (Qwen3.6-27B-like nested hybrid, Qwen3-8B-like dense) and DFlash drafters, the
-// tapped-layer rule, and errors for missing or mistyped fields.
+// tapped-layer rule, transformers' defaults for absent fields, what transformers cannot represent refused, and errors
+// for missing or mistyped fields.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -118,6 +119,40 @@ TEST(TargetConfig, TopLevelQwen35TextConfigUsesModelPrefixAndTopLevelRope) {
   EXPECT_DOUBLE_EQ(c->partial_rotary_factor, 0.25);
 }
 
+// Absent optional fields read as transformers 5 reads them for Qwen3.5 (Qwen3_5TextConfig's defaults), not as Qwen3's.
+TEST(TargetConfig, AbsentQwen35FieldsTakeTransformersDefaults) {
+  json j = Qwen36_27BText();
+  j.erase("head_dim");
+  j["rope_parameters"].erase("partial_rotary_factor");
+  auto c = setup::ParseTargetConfig(j);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->head_dim, 256);
+  EXPECT_DOUBLE_EQ(c->partial_rotary_factor, 0.25);
+  EXPECT_EQ(c->max_position_embeddings, 32768);
+  EXPECT_TRUE(c->attn_output_gate);
+  j["max_position_embeddings"] = 262144;
+  EXPECT_EQ(setup::ParseTargetConfig(j)->max_position_embeddings, 262144);
+  j["max_position_embeddings"] = 0;
+  EXPECT_EQ(setup::ParseTargetConfig(j).status().code(), ErrorCode::kInvalidArgument);
+  auto dense = setup::ParseTargetConfig(Qwen3_8B());
+  ASSERT_TRUE(dense.ok());
+  EXPECT_DOUBLE_EQ(dense->partial_rotary_factor, 1.0);
+}
+
+// transformers' Qwen3.5 ignores attn_output_gate and always gates: a false there would be misread silently.
+TEST(TargetConfig, UngatedQwen35AttentionIsUnsupported) {
+  json j = Qwen36_27B();
+  j["text_config"]["attn_output_gate"] = false;
+  Status st = setup::ParseTargetConfig(j, "m/config.json").status();
+  EXPECT_EQ(st.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(st.message().find("m/config.json.text_config: \"attn_output_gate\": false"), std::string::npos)
+      << st.message();
+  j["text_config"].erase("attn_output_gate");
+  auto c = setup::ParseTargetConfig(j);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->attn_output_gate);
+}
+
 TEST(TargetConfig, LayerTypesOverrideTheInterval) {
   json j = Qwen36_27BText();
   j["num_hidden_layers"] = 4;
@@ -213,6 +248,9 @@ TEST(DrafterConfig, Qwen36DrafterParses) {
   EXPECT_EQ(d->num_target_layers, 64);
   EXPECT_EQ(d->sliding_window, 2048);
   EXPECT_EQ(d->target_layer_ids, (std::vector<std::int64_t>{1, 16, 31, 46, 61}));
+  json with_length = Drafter27B();
+  with_length["max_position_embeddings"] = 262144;
+  EXPECT_EQ(setup::ParseDrafterConfig(with_length)->max_position_embeddings, 262144);
   EXPECT_EQ(d->layer_kinds, (std::vector<setup::DrafterLayerKind>{
                                 setup::DrafterLayerKind::kSlidingAttention, setup::DrafterLayerKind::kSlidingAttention,
                                 setup::DrafterLayerKind::kSlidingAttention, setup::DrafterLayerKind::kSlidingAttention,
@@ -232,6 +270,7 @@ TEST(DrafterConfig, FieldsUnderDflashConfigOrTopLevelAndDefaults) {
   auto d = setup::ParseDrafterConfig(j);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ(d->block_size, 8);
+  EXPECT_EQ(d->max_position_embeddings, 32768);  // Qwen3Config's default
   EXPECT_TRUE(d->target_layer_ids.empty());
   EXPECT_EQ(d->layer_kinds, std::vector<setup::DrafterLayerKind>(5, setup::DrafterLayerKind::kFullAttention));
   // No target_layer_ids: the spec's formula against the target's depth.

@@ -24,8 +24,8 @@ inline const bool kSingleThreaded = [] {
   return true;
 }();
 
-// The tiny preset's hybrid target (setup/presets/tiny.target.json: hidden 256, 8 layers: 6 gated delta net + 2 full
-// attention, vocab 1024).
+// The tiny preset's hybrid target (setup/presets/tiny.target.json: hidden 256, 8 layers: 6 gated delta net (2 key
+// heads, 4 value heads) + 2 full attention, vocab 1024).
 inline setup::TargetConfig TinyHybridConfig() {
   auto preset = setup::Preset("tiny");
   EXPECT_TRUE(preset.ok()) << preset.status().ToString();

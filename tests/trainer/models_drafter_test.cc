@@ -329,6 +329,8 @@ TEST(Drafter, SaveLoadRoundTripInThePublicLayout) {
   EXPECT_EQ(j.at("rope_theta"), 10000.0);
   EXPECT_EQ(j.at("tie_word_embeddings"), false);
   EXPECT_EQ(j.at("dtype"), "float32");
+  EXPECT_EQ(j.at("torch_dtype"), "float32");
+  EXPECT_EQ(j.at("max_position_embeddings"), 32768);
 
   auto loaded = Drafter::Load(dir, torch::kCPU);
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();

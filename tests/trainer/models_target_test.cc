@@ -1,15 +1,18 @@
 // trainer/models/target_model: the frozen target's features and logits against an independent double-precision
 // implementation written here with explicit per-token loops (per-element causal conv, the token-by-token delta rule,
 // explicit causal softmax; no nn/layers.h, no Ops), for a tiny Qwen3.5 hybrid and a tiny Qwen3 dense target on fresh
-// random weights; packed documents equal separate runs; SaveHf -> Load is bit-exact; Load names a missing or
+// random weights; packed documents equal separate runs; SaveHf -> Load is bit-exact and writes the config keys
+// transformers reads; configs transformers saved load and write back the same; Load names a missing or
 // mis-shaped tensor and reads only the tensors it needs; RandomInit is deterministic in its seed.
 #include "trainer/models/target_model.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +20,7 @@
 
 #include "checkpoint_test_util.h"
 #include "trainer/checkpoint/target_tensors.h"
+#include "trainer/models/target_config_json.h"
 #include "trainer/nn/tensor_io.h"
 #include "trainer/ops/reference_ops.h"
 
@@ -412,6 +416,18 @@ TEST(TargetModel, SaveHfThenLoadIsBitExact) {
     auto model = RandomizedModel(c, opts, 11);
     ASSERT_TRUE(model->SaveHf(dir.path()).ok());
     ASSERT_TRUE(std::filesystem::exists(dir.path() / "config.json"));
+    // What transformers reads: the weights' dtype under both names, max_position_embeddings; no attn_output_gate
+    // (transformers' Qwen3.5 ignores it).
+    std::ifstream f(dir.path() / "config.json");
+    const auto j = nlohmann::json::parse(f);
+    const auto& text = j.contains("text_config") ? j.at("text_config") : j;
+    EXPECT_EQ(j.at("dtype"), "bfloat16");
+    EXPECT_EQ(j.at("torch_dtype"), "bfloat16");
+    if (j.contains("text_config")) {
+      EXPECT_FALSE(text.contains("dtype"));  // the outer config's only, as transformers saves it
+    }
+    EXPECT_EQ(text.at("max_position_embeddings"), c.max_position_embeddings);
+    EXPECT_FALSE(text.contains("attn_output_gate"));
     auto loaded = TargetModel::Load(dir.path(), opts);
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
     const setup::TargetConfig& lc = (*loaded)->config();
@@ -421,12 +437,63 @@ TEST(TargetModel, SaveHfThenLoadIsBitExact) {
     EXPECT_EQ(lc.partial_rotary_factor, c.partial_rotary_factor);
     EXPECT_EQ(lc.tie_word_embeddings, c.tie_word_embeddings);
     EXPECT_EQ(lc.attn_output_gate, c.attn_output_gate);
+    EXPECT_EQ(lc.max_position_embeddings, c.max_position_embeddings);
     EXPECT_EQ(lc.linear_value_head_dim, c.linear_value_head_dim);
     ExpectSameWeights(*model, **loaded);
     auto ops = MakeReferenceOps();
     const auto ids = torch::randint(c.vocab_size, {9}, torch::kLong);
     EXPECT_TRUE(torch::equal(model->Features(ids, {}, *ops), (*loaded)->Features(ids, {}, *ops)));
   }
+}
+
+// Configs saved by transformers 5.23 itself (tests/interop/make_config_fixtures.py) load, and what we write for the
+// loaded config agrees with transformers' file on every key both hold; the keys only we write are a known few
+// (transformers accepts them: older readers' names); read back, ours gives the same config.
+TEST(TargetModel, ConfigsTransformersSavedLoadAndWriteBackTheSame) {
+  const std::filesystem::path dir = DFLASH_TESTDATA_DIR "/transformers-5.23.0";
+  const std::set<std::string> only_ours = {"torch_dtype", "full_attention_interval", "rope_theta"};
+  for (const char* name : {"qwen3_5_text", "qwen3_5", "qwen3"}) {
+    SCOPED_TRACE(name);
+    const auto file = dir / (std::string(name) + ".config.json");
+    std::ifstream f(file);
+    ASSERT_TRUE(f) << file;
+    const auto theirs = nlohmann::json::parse(f);
+    auto c = setup::ParseTargetConfig(theirs, file.string());
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    const std::string dtype_name = theirs.at("dtype");
+    const torch::Dtype dtype = dtype_name == "bfloat16" ? torch::kBFloat16 : torch::kFloat;
+    const auto ours = TargetConfigJson(*c, dtype);
+    std::function<void(const nlohmann::json&, const nlohmann::json&, const std::string&)> compare =
+        [&](const nlohmann::json& a, const nlohmann::json& b, const std::string& at) {
+          for (const auto& [key, value] : a.items()) {
+            if (!b.contains(key)) {
+              EXPECT_TRUE(only_ours.count(key)) << at << key << " is written but transformers does not save it";
+              continue;
+            }
+            if (value.is_object()) {
+              compare(value, b.at(key), at + key + ".");
+            } else if (value.is_number()) {
+              EXPECT_DOUBLE_EQ(value.get<double>(), b.at(key).get<double>()) << at << key;
+            } else {
+              EXPECT_EQ(value, b.at(key)) << at << key;
+            }
+          }
+        };
+    compare(ours, theirs, "");
+    auto again = setup::ParseTargetConfig(ours);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(TargetConfigJson(*again, dtype), ours);
+    EXPECT_EQ(again->weight_prefix, c->weight_prefix);
+    EXPECT_EQ(again->layer_kinds, c->layer_kinds);
+  }
+  // The 5.23 Qwen3.5 text config, as read: two key heads of two value heads each, partial RoPE 1/4, 4096 positions.
+  auto c = setup::LoadTargetConfig(dir / "qwen3_5_text.config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->linear_num_key_heads, 2);
+  EXPECT_EQ(c->linear_num_value_heads, 4);
+  EXPECT_DOUBLE_EQ(c->partial_rotary_factor, 0.25);
+  EXPECT_EQ(c->max_position_embeddings, 4096);
+  EXPECT_TRUE(c->attn_output_gate);
 }
 
 // Saves `model`, then rewrites its model.safetensors from `edit` of the weights.

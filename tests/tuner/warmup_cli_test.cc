@@ -90,7 +90,7 @@ std::vector<std::pair<pid_t, std::string>> ReadTrace(const std::string& path) {
   return out;
 }
 
-// One family's problem (the tiny preset's conv1d key: 108 variants to compile) is work enough for four racing
+// One family's problem (a conv1d key of 512 channels: 108 variants to compile) is work enough for four racing
 // processes and a kill midway; the whole preset is the test above's.
 const char* kRaceProblem = R"(conv1d={"tokens":512,"channels":512})";
 

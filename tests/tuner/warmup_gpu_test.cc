@@ -52,9 +52,10 @@ TEST_F(WarmupGpu, Conv1dTunesOnTheGpuAndTheCachedWinnerMatchesTheReference) {
   auto c = cache::KernelCache::Open(o);
   ASSERT_TRUE(c.ok());
   tuner::KernelProvider provider(**c, *ctx);
-  // Every size of the tuned bucket (the tiny preset: 512 channels, tokens rounded up to 512) is served by the winner.
+  // Every size of the tuned bucket (the tiny preset: 1024 channels = 2 x 2 key heads + 4 value heads of 128, tokens
+  // rounded up to 512) is served by the winner.
   for (std::int64_t tokens : {257, 300, 511, 512}) {
-    auto problem = conv1d::MakeProblem(tokens, 512);
+    auto problem = conv1d::MakeProblem(tokens, 1024);
     auto resolved = provider.Get(conv1d::Family(), problem);
     ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();
     auto w = conv1d::Family().MakeWorkload(*ctx, problem, 1234 + tokens);
@@ -123,7 +124,7 @@ TEST_F(WarmupGpu, TamperedCubinIsCaughtAtLoadAndRetuned) {
     auto c = cache::KernelCache::Open(o);
     ASSERT_TRUE(c.ok());
     tuner::KernelProvider provider(**c, *ctx);
-    auto resolved = provider.Get(conv1d::Family(), conv1d::MakeProblem(512, 512));
+    auto resolved = provider.Get(conv1d::Family(), conv1d::MakeProblem(512, 1024));
     ASSERT_FALSE(resolved.ok()) << "a tampered cubin must never be loaded";
     EXPECT_EQ(resolved.status().code(), ErrorCode::kNotFound);
     EXPECT_NE(resolved.status().message().find("dflash-tune warmup"), std::string::npos);

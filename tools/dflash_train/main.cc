@@ -168,6 +168,7 @@ int TinyPreset(TrainOptions options, const CLI::App& app, const dflash::trainer:
   if (!given("--drafter-config") && !given("--drafter-init")) options.drafter_config = preset.drafter_config;
   if (!given("--data")) options.data = preset.data;
   if (!given("--max-length")) options.max_length = preset.max_length;
+  if (!given("--rows")) options.row_mode = preset.row_mode;
   if (!given("--anchors")) options.num_anchors = preset.num_anchors;
   if (!given("--epochs")) options.epochs = preset.epochs;
   if (!given("--lr")) options.lr = preset.lr;

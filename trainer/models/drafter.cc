@@ -89,8 +89,8 @@ torch::Tensor Drafter::Forward(const torch::Tensor& features, const torch::Tenso
               context_positions.sizes(), " must be [", S, "]");
   const std::int64_t rows = block_tokens.size(0);
   TORCH_CHECK(mask.context_len == S, "drafter: mask.context_len ", mask.context_len, " != context rows ", S);
-  TORCH_CHECK(mask.block_size == c.block_size, "drafter: mask.block_size ", mask.block_size,
-              " != the drafter's block_size ", c.block_size);
+  TORCH_CHECK(mask.block_size >= 1 && mask.block_size <= c.block_size, "drafter: mask.block_size ", mask.block_size,
+              " outside 1 ... the drafter's block_size ", c.block_size);
   TORCH_CHECK(mask.anchors.defined() && mask.anchors.numel() * mask.block_size == rows, "drafter: ",
               mask.anchors.defined() ? mask.anchors.numel() : 0, " anchors x block ", mask.block_size, " != ", rows,
               " block rows");

@@ -51,7 +51,8 @@ class Drafter {
 
   // features [S, n_taps * hidden] (context, from the target; no grad), block_tokens int64 [N*B],
   // block_positions int64 [N*B] (data/anchors.h Blocks::position_ids), context_positions int64 [S],
-  // mask: ops.h DraftMask without `window` (the drafter sets window per layer from its layer_kinds/sliding_window),
+  // mask: ops.h DraftMask without `window` (the drafter sets window per layer from its layer_kinds/sliding_window;
+  // its block_size is the config's in training, fewer in decoding's last step, as the public drafter allows),
   // embed [vocab, hidden] the target's frozen embedding. Returns the final-normed hidden states [N*B, hidden] in
   // compute_dtype.
   torch::Tensor Forward(const torch::Tensor& features, const torch::Tensor& block_tokens,

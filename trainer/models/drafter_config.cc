@@ -2,17 +2,10 @@
 
 #include <string>
 
+#include "trainer/models/target_config_json.h"
+
 namespace dflash::trainer {
 namespace {
-
-std::string DtypeName(torch::Dtype dtype) {
-  switch (dtype) {
-    case torch::kBFloat16: return "bfloat16";
-    case torch::kFloat16: return "float16";
-    case torch::kFloat32: return "float32";
-    default: return std::string(c10::toString(dtype));
-  }
-}
 
 std::string S(std::int64_t v) { return std::to_string(v); }
 
@@ -75,13 +68,15 @@ nlohmann::ordered_json DrafterConfigJson(const setup::DrafterConfig& c, torch::D
   j["dflash_config"] = {{"block_size", c.block_size},
                         {"mask_token_id", c.mask_token_id},
                         {"target_layer_ids", c.target_layer_ids}};
-  j["dtype"] = DtypeName(dtype);
+  j["dtype"] = HfDtypeName(dtype);
+  j["torch_dtype"] = HfDtypeName(dtype);
   j["head_dim"] = c.head_dim;
   j["hidden_act"] = "silu";
   j["hidden_size"] = c.hidden_size;
   j["initializer_range"] = 0.02;
   j["intermediate_size"] = c.intermediate_size;
   j["layer_types"] = layer_types;
+  j["max_position_embeddings"] = c.max_position_embeddings;
   j["num_attention_heads"] = c.num_attention_heads;
   j["num_hidden_layers"] = c.num_hidden_layers;
   j["num_key_value_heads"] = c.num_key_value_heads;

@@ -4,7 +4,8 @@
 //     and every shape rule checked (heads divide, even head_dim, block_size >= 2, a sliding_window for sliding layers).
 //   DrafterConfigJson: config.json in the layout z-lab's DFlashDraftModel checkpoints use: a Qwen3 config
 //     (model_type "qwen3", architectures ["DFlashDraftModel"], auto_map to dflash.DFlashDraftModel, layer_types,
-//     sliding_window / use_sliding_window, rope_theta and rope_parameters) plus block_size at top level and
+//     sliding_window / use_sliding_window, rope_theta and rope_parameters, max_position_embeddings, "dtype" and
+//     "torch_dtype" of the saved weights) plus block_size at top level and
 //     "dflash_config": {block_size, mask_token_id, target_layer_ids}; ParseDrafterConfig reads it back unchanged.
 // Who may call: the Drafter and tests. Thread-safety: pure functions.
 #pragma once

@@ -7,8 +7,18 @@
 
 namespace dflash::trainer {
 
-nlohmann::json TargetConfigJson(const setup::TargetConfig& c) {
+std::string HfDtypeName(torch::Dtype dtype) {
+  switch (dtype) {
+    case torch::kBFloat16: return "bfloat16";
+    case torch::kFloat16: return "float16";
+    case torch::kFloat32: return "float32";
+    default: return std::string(c10::toString(dtype));
+  }
+}
+
+nlohmann::json TargetConfigJson(const setup::TargetConfig& c, torch::Dtype dtype) {
   const bool hybrid = c.arch == setup::TargetArch::kQwen3_5Hybrid;
+  const std::string dtype_name = HfDtypeName(dtype);
   nlohmann::json text = {
       {"model_type", hybrid ? "qwen3_5_text" : "qwen3"},
       {"hidden_size", c.hidden_size},
@@ -22,6 +32,9 @@ nlohmann::json TargetConfigJson(const setup::TargetConfig& c) {
       {"tie_word_embeddings", c.tie_word_embeddings},
       {"attention_bias", c.attention_bias},
       {"hidden_act", "silu"},
+      {"max_position_embeddings", c.max_position_embeddings},
+      {"dtype", dtype_name},
+      {"torch_dtype", dtype_name},
   };
   if (!hybrid) {
     text["architectures"] = {"Qwen3ForCausalLM"};
@@ -35,7 +48,6 @@ nlohmann::json TargetConfigJson(const setup::TargetConfig& c) {
   }
   text["layer_types"] = types;
   text["full_attention_interval"] = c.full_attention_interval;
-  text["attn_output_gate"] = c.attn_output_gate;
   text["linear_num_key_heads"] = c.linear_num_key_heads;
   text["linear_num_value_heads"] = c.linear_num_value_heads;
   text["linear_key_head_dim"] = c.linear_key_head_dim;
@@ -47,14 +59,19 @@ nlohmann::json TargetConfigJson(const setup::TargetConfig& c) {
     text["architectures"] = {"Qwen3_5ForCausalLM"};
     return text;
   }
+  // As transformers saves the multimodal wrapper: the weights' dtype on the outer config only.
+  text.erase("dtype");
+  text.erase("torch_dtype");
   return {{"model_type", "qwen3_5"},
           {"architectures", {"Qwen3_5ForConditionalGeneration"}},
           {"tie_word_embeddings", c.tie_word_embeddings},
+          {"dtype", dtype_name},
+          {"torch_dtype", dtype_name},
           {"text_config", text}};
 }
 
-Status WriteTargetConfig(const std::filesystem::path& path, const setup::TargetConfig& config) {
-  return AtomicWriteText(path, TargetConfigJson(config).dump(2) + "\n");
+Status WriteTargetConfig(const std::filesystem::path& path, const setup::TargetConfig& config, torch::Dtype dtype) {
+  return AtomicWriteText(path, TargetConfigJson(config, dtype).dump(2) + "\n");
 }
 
 }  // namespace dflash::trainer

@@ -105,7 +105,7 @@ Status TargetModel::SaveHf(const std::filesystem::path& dir) const {
   if (ec) return IoError("cannot create " + dir.string() + ": " + ec.message());
   DFLASH_RETURN_IF_ERROR(
       nn::SaveTensors(dir / kSingleSafetensorsName, nn::NamedTensors(weights_.begin(), weights_.end())));
-  return WriteTargetConfig(dir / "config.json", config_);
+  return WriteTargetConfig(dir / "config.json", config_, options_.dtype);
 }
 
 const torch::Tensor& TargetModel::embed_tokens() const {

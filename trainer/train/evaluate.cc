@@ -23,11 +23,12 @@ Result<std::vector<std::vector<std::int64_t>>> ReadPrompts(const std::filesystem
 }
 
 void PrintSpecDecodeReport(std::ostream& log, const std::string& label, const SpecDecodeReport& r) {
-  char line[256];
+  char line[512];
   std::snprintf(line, sizeof line,
-                "%s: tau %.3f over %lld steps (block %lld), %lld tokens; speculative %.3f s vs greedy %.3f s: "
-                "speedup %.2fx\n",
-                label.c_str(), r.tau, static_cast<long long>(r.steps), static_cast<long long>(r.block_size),
+                "%s: tau_per_prompt_mean %.3f (mean of %zu prompts' tau), tau_pooled %.3f (over %lld steps; block "
+                "%lld), %lld tokens; speculative %.3f s vs greedy %.3f s: speedup %.2fx\n",
+                label.c_str(), r.tau_per_prompt_mean, r.prompts.size(), r.tau_pooled, static_cast<long long>(r.steps),
+                static_cast<long long>(r.block_size),
                 static_cast<long long>(r.generated_tokens), r.spec_seconds, r.greedy_seconds, r.speedup);
   log << line;
 }

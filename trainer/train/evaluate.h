@@ -30,7 +30,7 @@ struct EvalOptions {
 // The prompts of a JSONL file (at most max_prompts; 0 = all). Errors from the dataset; InvalidArgument when empty.
 Result<std::vector<std::vector<std::int64_t>>> ReadPrompts(const std::filesystem::path& file, std::int64_t max_prompts);
 
-// One line per prompt and a summary on `log`.
+// The summary line on `log` (both tau figures, speedup).
 void PrintSpecDecodeReport(std::ostream& log, const std::string& label, const SpecDecodeReport& report);
 
 Result<SpecDecodeReport> RunEval(const EvalOptions& options, std::ostream& log);

@@ -50,9 +50,11 @@ SpecRun RunSpeculative(const TargetModel& target, BlockProposer& proposer, std::
   SpecRun run;
   std::int64_t generated = 1;
   while (generated < max_new_tokens) {
-    const std::vector<std::int64_t> proposals = proposer.Propose({features, committed, block_size});
-    TORCH_CHECK(static_cast<std::int64_t>(proposals.size()) == block_size - 1, "the proposer returned ",
-                proposals.size(), " tokens for a block of ", block_size);
+    const std::int64_t left = max_new_tokens - generated;
+    const std::int64_t verify_size = std::min(block_size, left + 1);
+    const std::vector<std::int64_t> proposals = proposer.Propose({features, committed, verify_size});
+    TORCH_CHECK(static_cast<std::int64_t>(proposals.size()) == verify_size - 1, "the proposer returned ",
+                proposals.size(), " tokens for a block of ", verify_size);
     for (auto t : proposals) TORCH_CHECK(t >= 0 && t < vocab, "the proposer returned token ", t, " outside the vocabulary");
     std::vector<std::int64_t> block{committed.back()};
     block.insert(block.end(), proposals.begin(), proposals.end());
@@ -60,17 +62,20 @@ SpecRun RunSpeculative(const TargetModel& target, BlockProposer& proposer, std::
     const auto verify = decoder.Extend(Ids(block, device), /*keep_rollback=*/true);
     const auto choices = ToVector(verify.logits.argmax(-1));  // the target's token after each block token
     std::int64_t accepted = 0;
-    while (accepted < block_size - 1 && proposals[accepted] == choices[accepted]) ++accepted;
+    while (accepted < verify_size - 1 && proposals[accepted] == choices[accepted]) ++accepted;
+    // The accepted proposals and the target's choice after them, within the budget.
+    const std::int64_t produced = std::min(accepted + 1, left);
     committed.insert(committed.end(), proposals.begin(), proposals.begin() + accepted);
-    committed.push_back(choices[accepted]);
-    decoder.Truncate(s + accepted + 1);
-    features = torch::cat({features, verify.features.narrow(0, 0, accepted + 1)});
-    run.accept_lengths.push_back(accepted + 1);
-    generated += accepted + 1;
+    if (produced == accepted + 1) committed.push_back(choices[accepted]);
+    decoder.Truncate(s + produced);
+    features = torch::cat({features, verify.features.narrow(0, 0, produced)});
+    run.accept_lengths.push_back(produced);
+    generated += produced;
   }
   run.seconds = SecondsSince(start);
-  const auto first = committed.begin() + static_cast<std::ptrdiff_t>(prompt.size());
-  run.tokens.assign(first, first + max_new_tokens);
+  TORCH_CHECK(static_cast<std::int64_t>(committed.size() - prompt.size()) == max_new_tokens, "speculative decoding ",
+              "committed ", committed.size() - prompt.size(), " tokens for a budget of ", max_new_tokens);
+  run.tokens.assign(committed.begin() + static_cast<std::ptrdiff_t>(prompt.size()), committed.end());
   return run;
 }
 
@@ -120,7 +125,8 @@ std::vector<std::int64_t> DrafterProposer::Propose(const DraftRequest& request) 
   torch::NoGradGuard no_grad;
   const setup::DrafterConfig& c = drafter_.config();
   const std::int64_t b = request.block_size, s = request.context_features.size(0);
-  TORCH_CHECK(b == c.block_size, "DrafterProposer: block of ", b, " for a drafter of block_size ", c.block_size);
+  TORCH_CHECK(b >= 2 && b <= c.block_size, "DrafterProposer: block of ", b, " for a drafter of block_size ",
+              c.block_size);
   TORCH_CHECK(!request.tokens.empty() && s == static_cast<std::int64_t>(request.tokens.size()) - 1,
               "DrafterProposer: ", s, " context features for ", request.tokens.size(), " committed tokens");
   const auto device = target_.embed_tokens().device();
@@ -149,10 +155,16 @@ nlohmann::json SpecDecodeReport::ToJson() const {
                           {"speedup", p.speedup},
                           {"near_tie_divergence", p.near_tie_divergence}});
   }
-  return {{"block_size", block_size},       {"steps", steps},
-          {"generated_tokens", generated_tokens}, {"tau", tau},
-          {"spec_seconds", spec_seconds},   {"greedy_seconds", greedy_seconds},
-          {"speedup", speedup},             {"prompts", per_prompt}};
+  return {{"block_size", block_size},
+          {"steps", steps},
+          {"generated_tokens", generated_tokens},
+          {"tau_pooled", tau_pooled},
+          {"tau_per_prompt_mean", tau_per_prompt_mean},
+          {"tau_convention", "budget-capped (dflash_generate): a step counts min(accepted + 1, tokens left)"},
+          {"spec_seconds", spec_seconds},
+          {"greedy_seconds", greedy_seconds},
+          {"speedup", speedup},
+          {"prompts", per_prompt}};
 }
 
 Result<GreedyDecodeResult> GreedyDecode(const TargetModel& target, const std::vector<std::int64_t>& prompt,
@@ -188,7 +200,8 @@ Result<SpecDecodeReport> EvaluateSpeculative(const TargetModel& target, BlockPro
       RunGreedy(target, prompts[0], n);
       RunSpeculative(target, proposer, block_size, prompts[0], n);
     }
-    std::int64_t accepted_sum = 0;
+    std::int64_t accepted_sum = 0, prompts_with_steps = 0;
+    double prompt_tau_sum = 0;
     for (std::size_t i = 0; i < prompts.size(); ++i) {
       const GreedyDecodeResult greedy = RunGreedy(target, prompts[i], options.max_new_tokens);
       SpecRun spec = RunSpeculative(target, proposer, block_size, prompts[i], options.max_new_tokens);
@@ -215,13 +228,18 @@ Result<SpecDecodeReport> EvaluateSpeculative(const TargetModel& target, BlockPro
       p.greedy_seconds = greedy.seconds;
       p.speedup = Ratio(greedy.seconds, spec.seconds);
       accepted_sum += sum;
+      if (!p.accept_lengths.empty()) {
+        ++prompts_with_steps;
+        prompt_tau_sum += p.tau;
+      }
       report.steps += static_cast<std::int64_t>(p.accept_lengths.size());
       report.generated_tokens += static_cast<std::int64_t>(p.tokens.size());
       report.spec_seconds += p.spec_seconds;
       report.greedy_seconds += p.greedy_seconds;
       report.prompts.push_back(std::move(p));
     }
-    report.tau = Ratio(double(accepted_sum), double(report.steps));
+    report.tau_pooled = Ratio(double(accepted_sum), double(report.steps));
+    report.tau_per_prompt_mean = Ratio(prompt_tau_sum, double(prompts_with_steps));
     report.speedup = Ratio(report.greedy_seconds, report.spec_seconds);
   } catch (const c10::Error& e) {
     return Internal(std::string("speculative decoding: ") + e.what_without_backtrace());
