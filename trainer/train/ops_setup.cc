@@ -29,6 +29,13 @@ Result<RunDevice> ResolveDevice(const TrainOptions& options) {
     } catch (const c10::Error&) {
       return InvalidArgument("--device " + options.device + ": not a device (cpu, cuda, cuda:N)");
     }
+    // "cuda" alone names GPU 0 (every consumer needs an index: the kernel backend, the timers, the placement).
+    if (!out.device.has_index()) out.device = torch::Device(torch::kCUDA, 0);
+    const auto visible = static_cast<int>(torch::cuda::device_count());
+    if (out.device.index() >= visible) {
+      return InvalidArgument("--device " + options.device + ": LibTorch sees " + std::to_string(visible) +
+                             " GPU(s) (cuda:0 ... cuda:" + std::to_string(visible - 1) + ")");
+    }
   } else {
     return InvalidArgument("--device " + options.device + ": not a device (auto, cpu, cuda, cuda:N)");
   }
