@@ -6,7 +6,6 @@
 
 #include "base/atomic_file.h"
 #include "base/sha256.h"
-#include "cache/cubin_elf.h"
 #include "cache/rows.h"
 
 namespace dflash::cache {
@@ -14,11 +13,6 @@ namespace {
 
 constexpr const char* kFormat = "dflash-tune-bundle";
 constexpr int kBundleVersion = 1;
-
-Status CheckEntry(const Entry& e, const std::string& digest) {
-  DFLASH_RETURN_IF_ERROR(VerifyEntry(e, digest));
-  return CheckCubinForArch(e.cubin, e.key.arch);
-}
 
 }  // namespace
 
@@ -31,7 +25,7 @@ Result<ExportReport> ExportBundle(KernelCache& cache, const std::filesystem::pat
                       {"created_at", static_cast<std::int64_t>(std::time(nullptr))},
                       {"entries", nlohmann::json::array()}};
   for (const Entry& e : entries) {
-    if (!CheckEntry(e, e.key.Digest()).ok()) {
+    if (!CheckEntryRow(e, e.key.Digest()).ok()) {
       ++report.skipped_bad;
       continue;
     }
@@ -69,7 +63,7 @@ Result<ImportReport> ImportBundle(KernelCache& cache, const std::filesystem::pat
   for (const nlohmann::json& rec : j.value("entries", nlohmann::json::array())) {
     const std::string digest = rec.value("key_digest", "?");
     Result<Entry> e = EntryFromJson(rec);
-    Status ok = e.ok() ? CheckEntry(*e, digest) : e.status();
+    Status ok = e.ok() ? CheckEntryRow(*e, digest) : e.status();
     if (!ok.ok()) {
       report.rejected.push_back(digest + ": " + ok.message());
       continue;

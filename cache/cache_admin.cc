@@ -3,7 +3,6 @@
 #include <ctime>
 #include <tuple>
 
-#include "cache/cubin_elf.h"
 #include "cache/kernel_cache.h"
 #include "cache/reachable_rows.h"
 #include "cache/rows.h"
@@ -136,8 +135,7 @@ Result<VerifyReport> KernelCache::Verify(bool repair, const std::function<Status
           ++report.entries_checked;
           Entry e = EntryFromRow(s);
           const std::string digest = s.Text(0);
-          Status st = VerifyEntry(e, digest);
-          if (st.ok()) st = CheckCubinForArch(e.cubin, e.key.arch);
+          Status st = CheckEntryRow(e, digest);
           if (st.ok() && extra_check) {
             st = extra_check(e);
             if (st.ok()) ++report.loaded;
@@ -154,8 +152,7 @@ Result<VerifyReport> KernelCache::Verify(bool repair, const std::function<Status
           ++report.artifacts_checked;
           Artifact art = ArtifactFromRow(a);
           const std::string digest = a.Text(0);
-          Status st = VerifyArtifact(art, digest);
-          if (st.ok() && art.status == ArtifactStatus::kOk) st = CheckCubinForArch(art.cubin, art.key.arch);
+          const Status st = CheckArtifactRow(art, digest);
           if (!st.ok()) bad_artifacts.emplace_back(digest, st.message());
           return Status::Ok();
         },

@@ -235,8 +235,7 @@ Result<std::optional<Entry>> KernelCache::LookupLocked(const TuningKey& key) {
     if (!row.ok()) return row.status();
     if (!*row) return std::optional<Entry>();
     Entry e = EntryFromRow(s);
-    Status ok = VerifyEntry(e, s.Text(0), &key);
-    if (ok.ok()) ok = CheckCubinForArch(e.cubin, key.arch);
+    const Status ok = CheckEntryRow(e, s.Text(0), &key);
     if (!ok.ok()) {
       DFLASH_RETURN_IF_ERROR(QuarantineLocked("entries", digest, ok.message()));
       return std::optional<Entry>();
@@ -245,13 +244,18 @@ Result<std::optional<Entry>> KernelCache::LookupLocked(const TuningKey& key) {
   }
 }
 
-Status KernelCache::Publish(const Entry& entry, std::span<const CandidateResult> candidates) {
+Result<Entry> KernelCache::SealedForPublish(const Entry& entry) const {
   if (read_only_) return ReadOnlyError("cannot publish to " + dir_.string() + ": " + open_note_);
   Entry sealed = entry;
   sealed.Seal();
   if (Status st = CheckCubinForArch(sealed.cubin, sealed.key.arch); !st.ok()) {
     return InvalidArgument("refusing to publish " + sealed.key.ReadableName() + ": " + st.message());
   }
+  return sealed;
+}
+
+Status KernelCache::Publish(const Entry& entry, std::span<const CandidateResult> candidates) {
+  DFLASH_ASSIGN_OR_RETURN(const Entry sealed, SealedForPublish(entry));
   std::lock_guard<std::mutex> g(mu_);
   return WriteLocked([&]() -> Status {
     DFLASH_RETURN_IF_ERROR(InsertEntry(db_, sealed));
@@ -261,12 +265,7 @@ Status KernelCache::Publish(const Entry& entry, std::span<const CandidateResult>
 }
 
 Result<KernelCache::Merge> KernelCache::PublishUnlessSlower(const Entry& entry) {
-  if (read_only_) return ReadOnlyError("cannot publish to " + dir_.string() + ": " + open_note_);
-  Entry sealed = entry;
-  sealed.Seal();
-  if (Status st = CheckCubinForArch(sealed.cubin, sealed.key.arch); !st.ok()) {
-    return InvalidArgument("refusing to publish " + sealed.key.ReadableName() + ": " + st.message());
-  }
+  DFLASH_ASSIGN_OR_RETURN(const Entry sealed, SealedForPublish(entry));
   const std::string digest = sealed.key.Digest();
   Merge merge = Merge::kNew;
   std::lock_guard<std::mutex> g(mu_);
@@ -278,8 +277,7 @@ Result<KernelCache::Merge> KernelCache::PublishUnlessSlower(const Entry& entry) 
     DFLASH_ASSIGN_OR_RETURN(bool row, s.Step());  // a damaged page: Corruption, and WriteLocked heals
     if (row) {
       const Entry ours = EntryFromRow(s);
-      Status sound = VerifyEntry(ours, digest, &sealed.key);
-      if (sound.ok()) sound = CheckCubinForArch(ours.cubin, ours.key.arch);
+      const Status sound = CheckEntryRow(ours, digest, &sealed.key);
       // A row of ours that fails its checks is no entry at all: the incoming one replaces it.
       if (sound.ok() && ours.timing.median_ms <= sealed.timing.median_ms) {
         merge = Merge::kKeptOurs;
@@ -341,8 +339,7 @@ Result<std::optional<Artifact>> KernelCache::LookupArtifactLocked(const Artifact
     if (!row.ok()) return row.status();
     if (!*row) return std::optional<Artifact>();
     Artifact a = ArtifactFromRow(s);
-    Status ok = VerifyArtifact(a, s.Text(0), &key);
-    if (ok.ok() && a.status == ArtifactStatus::kOk) ok = CheckCubinForArch(a.cubin, key.arch);
+    const Status ok = CheckArtifactRow(a, s.Text(0), &key);
     if (!ok.ok()) {
       DFLASH_RETURN_IF_ERROR(QuarantineLocked("artifacts", digest, ok.message()));
       return std::optional<Artifact>();

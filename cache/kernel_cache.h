@@ -147,6 +147,8 @@ class KernelCache {
  private:
   KernelCache() = default;
   Status FlushCounters();
+  // The entry sealed, or why it cannot be published (read-only cache, cubin not for its key's arch).
+  Result<Entry> SealedForPublish(const Entry& entry) const;
   Result<std::optional<Entry>> LookupLocked(const TuningKey& key);
   Result<std::optional<Artifact>> LookupArtifactLocked(const ArtifactKey& key);
   Status QuarantineLocked(const std::string& table, const std::string& digest, const std::string& reason);

@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 
 #include "base/sha256.h"
+#include "cache/cubin_elf.h"
 
 #include <ctime>
 
@@ -214,6 +215,16 @@ Status InsertQuarantine(Db& db, const std::string& table, const std::string& key
 }
 
 }  // namespace
+
+Status CheckEntryRow(const Entry& e, const std::string& stored_digest, const TuningKey* expected) {
+  DFLASH_RETURN_IF_ERROR(VerifyEntry(e, stored_digest, expected));
+  return CheckCubinForArch(e.cubin, e.key.arch);
+}
+
+Status CheckArtifactRow(const Artifact& a, const std::string& stored_digest, const ArtifactKey* expected) {
+  DFLASH_RETURN_IF_ERROR(VerifyArtifact(a, stored_digest, expected));
+  return a.status == ArtifactStatus::kOk ? CheckCubinForArch(a.cubin, a.key.arch) : Status::Ok();
+}
 
 Status RecordLostRow(Db& db, const std::string& table, const std::string& key, const std::string& reason) {
   return InsertQuarantine(db, table, key, reason, "{}", {});

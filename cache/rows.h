@@ -23,6 +23,10 @@ Status UpsertCandidate(Db& db, const CandidateResult& c);
 // (when expected is given) every key field against the key the caller asked for.
 Status VerifyEntry(const Entry& e, const std::string& stored_digest, const TuningKey* expected = nullptr);
 Status VerifyArtifact(const Artifact& a, const std::string& stored_digest, const ArtifactKey* expected = nullptr);
+// Every check a read applies before a row is used: Verify* above, then the cubin's ELF header against the key's
+// arch (CheckCubinForArch; an artifact only when it compiled). The one definition of "a sound row".
+Status CheckEntryRow(const Entry& e, const std::string& stored_digest, const TuningKey* expected = nullptr);
+Status CheckArtifactRow(const Artifact& a, const std::string& stored_digest, const ArtifactKey* expected = nullptr);
 
 // Moves one row of `table` ("entries" or "artifacts") into the quarantine table with the reason, inside the
 // caller's write transaction: every text/number column as JSON, the cubin as the blob. A row SQLite cannot read

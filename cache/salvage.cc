@@ -4,7 +4,6 @@
 
 #include <ctime>
 
-#include "cache/cubin_elf.h"
 #include "cache/reachable_rows.h"
 #include "cache/rows.h"
 #include "cache/schema.h"
@@ -104,8 +103,7 @@ Status QuarantineFailingRows(Db& fresh, SalvageReport* report) {
       DFLASH_ASSIGN_OR_RETURN(bool row, s.Step());
       if (!row) break;
       Entry e = EntryFromRow(s);
-      Status st = VerifyEntry(e, s.Text(0));
-      if (st.ok()) st = CheckCubinForArch(e.cubin, e.key.arch);
+      const Status st = CheckEntryRow(e, s.Text(0));
       if (!st.ok()) bad[0].emplace_back(s.Text(0), st.message());
     }
     DFLASH_ASSIGN_OR_RETURN(Stmt a, fresh.Prepare(std::string("SELECT ") + kArtifactColumns + " FROM artifacts"));
@@ -113,8 +111,7 @@ Status QuarantineFailingRows(Db& fresh, SalvageReport* report) {
       DFLASH_ASSIGN_OR_RETURN(bool row, a.Step());
       if (!row) break;
       Artifact art = ArtifactFromRow(a);
-      Status st = VerifyArtifact(art, a.Text(0));
-      if (st.ok() && art.status == ArtifactStatus::kOk) st = CheckCubinForArch(art.cubin, art.key.arch);
+      const Status st = CheckArtifactRow(art, a.Text(0));
       if (!st.ok()) bad[1].emplace_back(a.Text(0), st.message());
     }
   }
