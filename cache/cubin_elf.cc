@@ -18,8 +18,11 @@ T ReadLe(std::span<const std::uint8_t> b, std::size_t off) {
 
 int ArchToSm(const std::string& arch) {
   if (arch.size() < 4 || arch.compare(0, 3, "sm_") != 0) return -1;
+  // An arch-specific target ("sm_90a") runs on exactly the devices of its SM: its ELF names that SM.
+  const std::size_t end = arch.back() == 'a' ? arch.size() - 1 : arch.size();
+  if (end < 4) return -1;
   int v = 0;
-  for (std::size_t i = 3; i < arch.size(); ++i) {
+  for (std::size_t i = 3; i < end; ++i) {
     if (arch[i] < '0' || arch[i] > '9') return -1;
     v = v * 10 + (arch[i] - '0');
     if (v > 10000) return -1;

@@ -12,9 +12,10 @@ namespace dflash::cache {
 
 // The SM version the cubin targets (e.g. 120 for sm_120), or Corruption explaining what is wrong.
 Result<int> CubinSmVersion(std::span<const std::uint8_t> cubin);
-// Ok when the cubin is a CUDA ELF for exactly `arch` ("sm_120"); Corruption otherwise.
+// Ok when the cubin is a CUDA ELF for exactly `arch`'s SM ("sm_120"; "sm_90a" and "sm_90" both name SM 90, which
+// their ELF headers do not tell apart: the key keeps them apart); Corruption otherwise.
 Status CheckCubinForArch(std::span<const std::uint8_t> cubin, const std::string& arch);
-// "sm_120" -> 120; -1 when malformed.
+// "sm_120" -> 120, "sm_90a" (the arch-specific target) -> 90; -1 when malformed. The one parser of arch names.
 int ArchToSm(const std::string& arch);
 
 }  // namespace dflash::cache

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "cache/cubin_elf.h"
+
 namespace dflash::tuner {
 namespace {
 
@@ -16,9 +18,11 @@ constexpr int kWarpSize = 32;
 constexpr int kRegisterAllocationUnit = 256;  // registers per warp are allocated in these units
 constexpr int kSubPartitionsPerSm = 4;       // warps of a block are accounted in multiples of this
 
-ArchLimits Row(int cc, int max_shared_per_block_kib, int shared_per_sm_kib, int max_threads_per_sm) {
+ArchLimits Row(int cc, int max_shared_per_block_kib, int shared_per_sm_kib, int max_threads_per_sm,
+               bool arch_specific = false) {
   ArchLimits l;
-  l.arch = "sm_" + std::to_string(cc);
+  l.arch = "sm_" + std::to_string(cc) + (arch_specific ? "a" : "");
+  l.arch_specific = arch_specific;
   l.cc = cc;
   l.max_shared_per_block = max_shared_per_block_kib * kKiB;
   l.shared_per_sm = shared_per_sm_kib * kKiB;
@@ -37,6 +41,7 @@ std::vector<ArchLimits> MakeTable() {
       Row(87, 163, 164, 2048),   // Orin
       Row(89, 99, 100, 1536),    // Ada
       Row(90, 227, 228, 2048),   // Hopper
+      Row(90, 227, 228, 2048, /*arch_specific=*/true),  // Hopper's own instructions (wgmma, TMA)
       Row(100, 227, 228, 2048),  // B200
       Row(103, 227, 228, 2048),  // B300
       Row(120, 99, 100, 1536),   // RTX 50 / RTX PRO 6000 Blackwell
@@ -59,6 +64,15 @@ std::optional<ArchLimits> LimitsFor(std::string_view arch) {
   }
   return std::nullopt;
 }
+
+std::string DeviceArch(int cc) {
+  for (const ArchLimits& l : AllArchLimits()) {
+    if (l.cc == cc && l.arch_specific) return l.arch;
+  }
+  return "sm_" + std::to_string(cc);
+}
+
+bool RunsOn(std::string_view arch, int cc) { return cc > 0 && cache::ArchToSm(std::string(arch)) == cc; }
 
 long long RegistersAllocatedPerBlock(int registers_per_thread, unsigned threads) {
   long long per_warp = RoundUp(static_cast<long long>(registers_per_thread) * kWarpSize, kRegisterAllocationUnit);

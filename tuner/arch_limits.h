@@ -1,7 +1,10 @@
 // Per-arch hardware limits and the pruning rule built on them: a variant whose registers, shared memory or
 // threads cannot run on the arch (or that spills, unless allowed) is pruned before anyone benchmarks it.
 // Owns: the limits table (sm_75 … sm_121: the archs NVRTC 13.0 targets whose limits the CUDA programming guide
-// documents; sm_88 and sm_110 are left out until their limits are confirmed). Pure data; thread-safe.
+// documents; sm_88 and sm_110 are left out until their limits are confirmed), and which arch a device tunes for.
+// One arch-specific target is in the table: sm_90a (Hopper's wgmma, TMA and setmaxnreg; its cubins run on CC 9.0
+// devices only), the arch of the Hopper kernel tier; a CC 9.0 device tunes for it, and its search holds the
+// portable variants too. Pure data; thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -15,8 +18,9 @@
 namespace dflash::tuner {
 
 struct ArchLimits {
-  std::string arch;                      // "sm_120"
-  int cc = 0;                            // 120
+  std::string arch;                      // "sm_120", "sm_90a"
+  int cc = 0;                            // 120 (90 for sm_90a)
+  bool arch_specific = false;            // an "a" target: this cc's own instructions, cubins for this cc only
   int max_shared_per_block = 0;          // opt-in maximum, bytes (sm_120: 101376 = 99 KiB)
   int shared_per_sm = 0;                 // bytes
   int registers_per_sm = 0;              // 32-bit registers (65536)
@@ -27,8 +31,14 @@ struct ArchLimits {
 
 // Limits of a known arch; nullopt for an unknown one.
 std::optional<ArchLimits> LimitsFor(std::string_view arch);
-// Every arch in the table, oldest first.
+// Every arch in the table, oldest first (an arch-specific target right after its portable arch).
 const std::vector<ArchLimits>& AllArchLimits();
+
+// The arch a device of compute capability `cc` (90 for 9.0) tunes and loads kernels for: the table's
+// arch-specific target of that cc where there is one (sm_90a), else "sm_<cc>".
+std::string DeviceArch(int cc);
+// True when cubins built for `arch` run on a device of compute capability `cc` ("sm_90" and "sm_90a" on 90).
+bool RunsOn(std::string_view arch, int cc);
 
 // Registers one block of `threads` threads at `registers_per_thread` occupies on an SM, as the hardware
 // allocates them (per warp in units of 256, warps rounded up to the 4 SM sub-partitions; cuda_occupancy.h).

@@ -8,6 +8,8 @@
 #include <thread>
 #include <utility>
 
+#include "tuner/arch_limits.h"
+
 namespace dflash::gpu {
 namespace {
 
@@ -187,6 +189,8 @@ Status ReadDeviceInfo(const DriverApi& api, CUdevice dev, int ordinal, DeviceInf
 }
 
 }  // namespace
+
+std::string DeviceInfo::arch() const { return tuner::DeviceArch(cc()); }
 
 Result<const DriverApi*> Driver() {
   const DriverState& s = State();

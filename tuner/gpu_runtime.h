@@ -104,7 +104,10 @@ struct DeviceInfo {
   // see one GPU under different ordinals agree on these. Either may be empty when the driver does not report it.
   std::string pci_bus_id;  // "0000:3B:00.0" (cuDeviceGetPCIBusId)
   std::string uuid;        // "GPU-1a2b3c4d-...": cuDeviceGetUuid (a MIG instance's own) in nvidia-smi -L form
-  std::string arch() const { return "sm_" + std::to_string(cc_major * 10 + cc_minor); }
+  int cc() const { return cc_major * 10 + cc_minor; }  // 90 for 9.0
+  // The arch this device tunes and loads kernels for (tuner::DeviceArch: "sm_90a" on CC 9.0, else "sm_<cc>");
+  // cubins of tuner::RunsOn archs (sm_90 too on CC 9.0) run here as well.
+  std::string arch() const;
 };
 
 // The retained primary context of one device (the one LibTorch uses too), current on the creating thread.

@@ -86,6 +86,9 @@ class KernelFamily {
   virtual Result<Problem> Bucket(const Problem& problem) const = 0;
   // Arch-independent constraints of a config for a bucket: empty when valid, else the reason it is not.
   virtual std::string InvalidReason(const Config& config, const Problem& bucket) const = 0;
+  // Arch-dependent constraints of a config: empty when it can be built for `arch`, else the reason it cannot (a
+  // config of a family's Hopper tier needs "sm_90a"). The tuner prunes such configs before compiling them.
+  virtual std::string ArchInvalidReason(const Config& config, std::string_view arch) const { return ""; }
   virtual CompileSpec MakeCompileSpec(const Config& config, const Problem& bucket) const = 0;
   // Threads per block and dynamic shared memory of the config's largest kernel, for pruning against the arch
   // limits before anything runs (ptxas reports registers and static shared memory; this adds the rest).

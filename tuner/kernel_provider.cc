@@ -12,11 +12,11 @@ std::string WarmupCommandFor(const KernelFamily& family, const Problem& problem,
 
 Result<ResolvedKernel> KernelProvider::Get(const KernelFamily& family, const Problem& problem) {
   DFLASH_ASSIGN_OR_RETURN(Problem bucket, family.Bucket(problem));
-  // The arch is the context's, fixed for the provider's life: family + bucket name the key.
+  // The arch is fixed for the provider's life: family + bucket name the key.
   const std::string slot = std::string(family.name()) + "\n" + CanonicalSignature(bucket);
   std::lock_guard<std::mutex> g(mu_);
   if (auto it = loaded_.find(slot); it != loaded_.end()) return it->second.first;
-  const std::string arch = ctx_.info().arch();
+  const std::string& arch = arch_;
   const cache::TuningKey key = MakeTuningKey(family, bucket, arch);
   const std::string digest = key.Digest();
   DFLASH_ASSIGN_OR_RETURN(std::optional<cache::Entry> entry, cache_.Lookup(key));

@@ -1,5 +1,6 @@
 // KernelProvider: what callers (the trainer, benchmarks) use to run a family's tuned winner. It resolves the
-// cache entry for (family, bucketed problem, the context's arch), verifies it (the cache checks every read),
+// cache entry for (family, bucketed problem, an arch: the context's, or another one its GPU runs, e.g. sm_90 for the
+// portable tier alone on a Hopper GPU), verifies it (the cache checks every read),
 // loads its cubin once per process and hands out the ready LoadedVariant. It never compiles or tunes: a missing
 // key fails with NotFound naming the key and the exact `dflash-tune warmup` command that fills it.
 // Cost: the first Get of a (family, bucket) builds its tuning key (a SHA-256 over the family's sources) and reads
@@ -12,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "cache/kernel_cache.h"
 #include "tuner/gpu_runtime.h"
@@ -30,12 +32,15 @@ struct ResolvedKernel {
 
 class KernelProvider {
  public:
-  KernelProvider(cache::KernelCache& cache, const gpu::Context& ctx) : cache_(cache), ctx_(ctx) {}
+  // Keys of `arch` (empty: the context's, ctx.info().arch()); the caller checks that the GPU runs it (RunsOn).
+  KernelProvider(cache::KernelCache& cache, const gpu::Context& ctx, std::string arch = {})
+      : cache_(cache), ctx_(ctx), arch_(arch.empty() ? ctx.info().arch() : std::move(arch)) {}
   Result<ResolvedKernel> Get(const KernelFamily& family, const Problem& problem);
 
  private:
   cache::KernelCache& cache_;
   const gpu::Context& ctx_;
+  const std::string arch_;
   std::mutex mu_;
   // By "<family>\n<bucket signature>": the resolved kernel and what keeps its module loaded.
   std::map<std::string, std::pair<ResolvedKernel, std::unique_ptr<LoadedKernel>>> loaded_;

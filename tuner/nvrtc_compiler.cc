@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "base/sha256.h"
+#include "cache/cubin_elf.h"
 #include "tuner/arch_limits.h"
 
 #ifndef DFLASH_CUDA_INCLUDE_DIR
@@ -84,16 +85,6 @@ std::string FirstLines(std::string_view text, int max_lines) {
   std::string out(text.substr(0, pos));
   if (pos < text.size()) out += "... (log truncated)\n";
   return out;
-}
-
-// "sm_120" -> 120; -1 when not of the form sm_<digits>.
-int ArchNumber(std::string_view arch) {
-  if (arch.size() < 5 || arch.substr(0, 3) != "sm_") return -1;
-  int value = 0;
-  auto digits = arch.substr(3);
-  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (ec != std::errc() || ptr != digits.data() + digits.size()) return -1;
-  return value;
 }
 
 const std::vector<int>& NvrtcSupportedArchs() {
@@ -220,7 +211,7 @@ std::string NvrtcVersion() {
 }
 
 bool IsValidArch(std::string_view arch) {
-  int n = ArchNumber(arch);
+  int n = cache::ArchToSm(std::string(arch));
   if (n < 0 || !LimitsFor(arch).has_value()) return false;
   const auto& supported = NvrtcSupportedArchs();
   return std::find(supported.begin(), supported.end(), n) != supported.end();

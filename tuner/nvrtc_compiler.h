@@ -38,7 +38,8 @@ struct CompiledVariant {
 
 // "13.0" from nvrtcVersion().
 std::string NvrtcVersion();
-// True for the archs we know the limits of and NVRTC can target ("sm_75"…"sm_121"; no "a"/"f" suffixes).
+// True for the archs we know the limits of and NVRTC can target ("sm_75"…"sm_121", and "sm_90a", the one
+// arch-specific target in the limits table; no "f" suffixes).
 bool IsValidArch(std::string_view arch);
 // Every valid arch ("sm_75", "sm_80", ...), oldest first: the limits table filtered by what NVRTC can target.
 std::vector<std::string> ValidArchs();

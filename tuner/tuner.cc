@@ -9,6 +9,7 @@
 #include <map>
 #include <random>
 
+#include "tuner/arch_limits.h"
 #include "tuner/device_lock.h"
 #include "tuner/loaded_kernel.h"
 #include "tuner/nvrtc_compiler.h"
@@ -222,6 +223,7 @@ Result<KeyReport> Tuner::Tune(const KernelFamily& family, const Problem& problem
   std::vector<std::future<Result<CompiledCandidate>>> futures;
   for (const Config& c : space) {
     std::string why = family.InvalidReason(c, bucket);
+    if (why.empty()) why = family.ArchInvalidReason(c, options.arch);
     if (!why.empty()) {
       ++report.counts.pruned;
       ++report.counts.invalid;
@@ -253,7 +255,7 @@ Result<KeyReport> Tuner::Tune(const KernelFamily& family, const Problem& problem
   if (!first_error.ok()) return first_error;
 
   // 4-5. Benchmark, check and publish, when a GPU of this arch is here.
-  const bool can_time = gpu_ && gpu_->info().arch() == options.arch && !options.compile_only;
+  const bool can_time = gpu_ && RunsOn(options.arch, gpu_->info().cc()) && !options.compile_only;
   if (!can_time || runnable.empty()) {
     if (!cache_.read_only() && !results.empty()) DFLASH_RETURN_IF_ERROR(cache_.RecordCandidates(results));
     report.status = runnable.empty() ? KeyStatus::kNoValidVariant : KeyStatus::kCompiledOnly;

@@ -37,7 +37,11 @@ std::vector<tuner::TunableParam> ForwardParams() {
   return {{"block_m", {64, 128}, "query rows per thread block"},
           {"block_n", {32, 64, 128}, "kv rows per shared-memory tile"},
           {"warps", {4, 8}, "warps per block (each owns block_m / warps query rows)"},
-          {"stages", {1, 2}, "kv tile buffers (2 = cp.async double buffering)"}};
+          {"stages", {1, 2, 3}, "kv tile buffers (2 = cp.async double buffering; 3 for kernel 2 only)"},
+          {"kernel", {0, 1, 2},
+           "0: mma.sync (AttnFwd, the portable tier: sm_80 and later); 1: wgmma (AttnFwdWgmma, the Hopper tier: "
+           "sm_90a only; one warpgroup per 64 query rows, warps 4); 2: as 1 with the softmax of each kv tile "
+           "overlapping the next tile's QK^T (stages 3)"}};
 }
 
 std::vector<tuner::TunableParam> BackwardParams() {
@@ -67,15 +71,38 @@ int BackwardHeadsPerGroup(const tuner::Config& c, const ProblemSpec& p) {
 
 bool UsesDqAccumulator(const tuner::Config& config) { return Get(config, "dq_mode") == 0; }
 
+bool IsHopperTier(const tuner::Config& config) { return Get(config, "kernel") >= 1; }
+
+std::string ArchInvalidReason(const tuner::Config& config, std::string_view arch) {
+  if (IsHopperTier(config) && arch != "sm_90a") return "the wgmma kernel (kernel=1) needs sm_90a, not " + std::string(arch);
+  return "";
+}
+
 std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
   const int bm = Get(c, "block_m"), bn = Get(c, "block_n"), w = Get(c, "warps"), st = Get(c, "stages");
-  if (c.size() != 4) return "forward config needs exactly block_m, block_n, warps, stages";
+  if (c.size() != 4 + (c.count("kernel") ? 1u : 0u))
+    return "forward config needs exactly block_m, block_n, warps, stages (and optionally kernel)";
+  const int kernel = Get(c, "kernel");
+  if (kernel < 0 || kernel > 2) return "kernel must be 0, 1 or 2";
+  if ((p.seq_kv + bn - 1) / bn > dflash_attn::kMaxTiles) return "seq_kv exceeds the tile-class table (" + std::to_string(dflash_attn::kMaxTiles) + " kv tiles)";
+  if (IsHopperTier(c)) {
+    if (w != 4) return "the wgmma kernel has one warpgroup per 64 query rows: warps must be 4";
+    if (bm != 64 && bm != 128) return "the wgmma kernel needs block_m 64 or 128";
+    if (bn != 64 && bn != 128) return "the wgmma kernel needs block_n 64 or 128";
+    if (kernel == 1 && st != 1 && st != 2) return "kernel 1 takes stages 1 or 2";
+    if (kernel == 2 && st != 3) return "kernel 2 keeps three kv buffers: stages must be 3";
+    // Per thread: O (head_dim / 2 fp32), S (block_n / 2; twice with kernel 2), P (block_n / 4 bf16 pairs).
+    const int regs = static_cast<int>(p.head_dim) / 2 + (kernel == 2 ? 2 : 1) * bn / 2 + bn / 4;
+    if (regs > 224) return "accumulators need " + std::to_string(regs) + " registers per thread (> 224): would spill";
+    if (dflash_attn::FwdSmemBytes(static_cast<int>(p.head_dim), bm, bn, st) > 227 * 1024)
+      return "shared memory exceeds 227 KiB";
+    return "";
+  }
   if (w != 4 && w != 8) return "warps must be 4 or 8";
   if (bm < 16 || bm % (16 * w) != 0) return "block_m must be a multiple of 16 * warps";
   if (bm / (16 * w) > 4) return "at most 4 m-tiles of 16 rows per warp";
   if (bn < 16 || bn > 128 || bn % 16 != 0) return "block_n must be a multiple of 16 in 16..128";
   if (st != 1 && st != 2) return "stages must be 1 or 2";
-  if ((p.seq_kv + bn - 1) / bn > dflash_attn::kMaxTiles) return "seq_kv exceeds the tile-class table (" + std::to_string(dflash_attn::kMaxTiles) + " kv tiles)";
   // Register budget: the O accumulator (block_m/warps x head_dim fp32 per warp) plus S (block_m/warps x block_n).
   const int acc_per_thread = (bm / w) * static_cast<int>(p.head_dim) / 32 + (bm / w) * bn / 32;
   if (acc_per_thread > 192) return "accumulators need " + std::to_string(acc_per_thread) + " registers per thread (> 192): would spill";
@@ -110,11 +137,16 @@ std::vector<KernelLaunch> ForwardLaunches(const tuner::Config& c, const ProblemS
   const int bm = Get(c, "block_m"), bn = Get(c, "block_n"), w = Get(c, "warps"), st = Get(c, "stages");
   const int d = static_cast<int>(p.head_dim);
   KernelLaunch k;
-  k.name_expression = Expr("AttnFwd", {d, bm, bn, w, st, p.compiled_mask()});
+  if (IsHopperTier(c)) {
+    k.name_expression = Expr("AttnFwdWgmma", {d, bm, bn, st, Get(c, "kernel") - 1, p.compiled_mask()});
+    k.threads = static_cast<unsigned>(bm / 64 * 128);
+  } else {
+    k.name_expression = Expr("AttnFwd", {d, bm, bn, w, st, p.compiled_mask()});
+    k.threads = static_cast<unsigned>(w * 32);
+  }
   k.grid_x = static_cast<unsigned>(p.heads_q);  // (heads, tiles, batch): attention_schedule.cuh
   k.grid_y = CeilDiv(p.seq_q, bm);
   k.grid_z = static_cast<unsigned>(p.batch);
-  k.threads = static_cast<unsigned>(w * 32);
   k.shared_bytes = static_cast<unsigned>(dflash_attn::FwdSmemBytes(d, bm, bn, st));
   return {k};
 }

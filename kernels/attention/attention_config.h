@@ -1,7 +1,9 @@
 // The attention families' parameter spaces and what a config means: the kernels it instantiates (name
 // expressions), their launch geometry (grid, threads, dynamic shared memory) and the arch-independent reasons a
 // config is invalid for a problem.
-// Forward params: block_m (query rows per block), block_n (kv rows per tile), warps, stages (kv buffers).
+// Forward params: block_m (query rows per block), block_n (kv rows per tile), warps, stages (kv buffers), kernel
+// (0: AttnFwd on mma.sync, the portable tier; 1: AttnFwdWgmma on wgmma, the Hopper tier, sm_90a only; 2: the same
+// with each tile's softmax overlapping the next tile's QK^T, stages 3; a config without kernel means 0).
 // Backward params: block_m (query rows per inner tile), block_n (kv rows per block; warps = block_n / 16),
 // stages (query-tile buffers), dq_mode (0: fp32 atomics into an accumulator + a convert pass; 1: a separate
 // dQ pass of tile block_m x 64 that recomputes P and dP, deterministic, no accumulator), warp_layout (1: each
@@ -12,6 +14,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/attention/attention_problem.h"
@@ -41,6 +44,11 @@ std::string BackwardInvalidReason(const tuner::Config& config, const ProblemSpec
 // Kv heads per group of the backward config's dK/dV launch (all of them when head_groups is 0 or absent): the
 // largest divisor of heads_kv whose Q / dO (/ dQ accumulator) rows fit 32 MiB, at least 1.
 int BackwardHeadsPerGroup(const tuner::Config& config, const ProblemSpec& problem);
+
+// True for a config of the Hopper tier (kernel 1 or 2: compiled for sm_90a only, from attention_kernels_sm90a.cu).
+bool IsHopperTier(const tuner::Config& config);
+// Empty when the config can be built for `arch`; the Hopper tier's reason otherwise.
+std::string ArchInvalidReason(const tuner::Config& config, std::string_view arch);
 
 // True when the backward config accumulates dQ with fp32 atomics (it then needs the dq_accum workspace).
 bool UsesDqAccumulator(const tuner::Config& config);

@@ -27,11 +27,15 @@ class AttentionFamily final : public kernels::SpecFamily<ProblemSpec> {
         dir_(dir) {}
 
   // The tuned winners on the H200 (kernels/attention/NOTES.md): forward 128 x 64, 4 warps, 2 stages
-  // for every mask kind; backward FA2's 2-D warp layout at 64 x 128 (2 stages for DFlash full 512 with every kv
+  // for every mask kind on the portable tier, and the Hopper tier's 128 x 128, 2 stages, first (it is skipped where
+  // the arch is not sm_90a); backward FA2's 2-D warp layout at 64 x 128 (2 stages for DFlash full 512 with every kv
   // head in flight and for causal in L2-sized head groups; 1 stage, head groups for DFlash full 128) and 64 x 64
   // (1 stage) for the sliding layers.
   std::vector<tuner::Config> SeedConfigs(const tuner::Problem&) const override {
-    if (dir_ == Direction::kForward) return {{{"block_m", 128}, {"block_n", 64}, {"warps", 4}, {"stages", 2}}};
+    if (dir_ == Direction::kForward)
+      return {{{"block_m", 128}, {"block_n", 128}, {"warps", 4}, {"stages", 3}, {"kernel", 2}},
+              {{"block_m", 128}, {"block_n", 128}, {"warps", 4}, {"stages", 2}, {"kernel", 1}},
+              {{"block_m", 128}, {"block_n", 64}, {"warps", 4}, {"stages", 2}, {"kernel", 0}}};
     auto bwd = [](int block_n, int stages, int head_groups) {
       return tuner::Config{{"block_m", 64},    {"block_n", block_n}, {"stages", stages},
                            {"dq_mode", 0},     {"warp_layout", 2},   {"head_groups", head_groups}};
@@ -41,7 +45,7 @@ class AttentionFamily final : public kernels::SpecFamily<ProblemSpec> {
 
   tuner::CompileSpec MakeCompileSpec(const tuner::Config& config, const tuner::Problem& bucket) const override {
     tuner::CompileSpec cs;
-    cs.main_file = "attention_kernels.cu";
+    cs.main_file = IsHopperTier(config) ? "attention_kernels_sm90a.cu" : "attention_kernels.cu";
     Result<ProblemSpec> spec = ParseProblem(bucket, dir_);
     if (!spec.ok()) return cs;  // no expressions: the compile fails with a clear "nothing to instantiate"
     for (const KernelLaunch& l : Launches(config, *spec)) {
@@ -51,6 +55,10 @@ class AttentionFamily final : public kernels::SpecFamily<ProblemSpec> {
     }
     if (dir_ == Direction::kBackward) cs.name_expressions.push_back(BackwardHelperForwardExpression(*spec));
     return cs;
+  }
+
+  std::string ArchInvalidReason(const tuner::Config& config, std::string_view arch) const override {
+    return attention::ArchInvalidReason(config, arch);
   }
 
   BlockShape BlockShapeOf(const tuner::Config& config, const tuner::Problem& bucket) const override {

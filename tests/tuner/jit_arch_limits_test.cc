@@ -32,14 +32,40 @@ TEST(ArchLimits, TableHoldsTheDocumentedLimits) {
   }
   EXPECT_EQ(LimitsFor("sm_120")->shared_per_sm, 102400);
   EXPECT_FALSE(LimitsFor("sm_70").has_value());
-  EXPECT_FALSE(LimitsFor("sm_90a").has_value());
+  EXPECT_FALSE(LimitsFor("sm_120a").has_value());
   EXPECT_FALSE(LimitsFor("").has_value());
+  // The Hopper tier's arch-specific target: Hopper's limits, marked arch-specific.
+  ASSERT_TRUE(LimitsFor("sm_90a").has_value());
+  EXPECT_EQ(LimitsFor("sm_90a")->cc, 90);
+  EXPECT_TRUE(LimitsFor("sm_90a")->arch_specific);
+  EXPECT_FALSE(LimitsFor("sm_90")->arch_specific);
+  EXPECT_EQ(LimitsFor("sm_90a")->max_shared_per_block, LimitsFor("sm_90")->max_shared_per_block);
+}
+
+TEST(ArchLimits, ADeviceTunesForItsArchSpecificTargetWhereTheTableHasOne) {
+  EXPECT_EQ(DeviceArch(90), "sm_90a");
+  EXPECT_EQ(DeviceArch(120), "sm_120");
+  EXPECT_EQ(DeviceArch(80), "sm_80");
+  EXPECT_TRUE(RunsOn("sm_90", 90));
+  EXPECT_TRUE(RunsOn("sm_90a", 90));
+  EXPECT_FALSE(RunsOn("sm_90a", 100));
+  EXPECT_FALSE(RunsOn("sm_90", 120));
+  EXPECT_FALSE(RunsOn("sm_120", 0));
+  EXPECT_FALSE(RunsOn("garbage", 90));
 }
 
 TEST(ArchLimits, TableIsOrderedOldestFirstWithoutDuplicates) {
   const auto& all = AllArchLimits();
   ASSERT_FALSE(all.empty());
-  for (std::size_t i = 1; i < all.size(); ++i) EXPECT_LT(all[i - 1].cc, all[i].cc);
+  for (std::size_t i = 1; i < all.size(); ++i) {
+    // An arch-specific target follows its portable arch (same cc); otherwise the cc grows.
+    if (all[i].arch_specific) {
+      EXPECT_EQ(all[i - 1].cc, all[i].cc) << all[i].arch;
+      EXPECT_EQ(all[i - 1].arch + "a", all[i].arch);
+    } else {
+      EXPECT_LT(all[i - 1].cc, all[i].cc) << all[i].arch;
+    }
+  }
 }
 
 TEST(ArchLimits, RegisterAllocationRoundsPerWarpAndToFourWarps) {

@@ -21,11 +21,11 @@ TEST(Nvrtc, VersionIs13_0) { EXPECT_EQ(NvrtcVersion(), "13.0"); }
 
 TEST(Nvrtc, ValidArchsCoverTheRequiredOnesAndRejectOthers) {
   std::vector<std::string> archs = ValidArchs();
-  for (const char* required : {"sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_121"}) {
+  for (const char* required : {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120", "sm_121"}) {
     EXPECT_TRUE(IsValidArch(required)) << required;
     EXPECT_NE(std::find(archs.begin(), archs.end(), required), archs.end()) << required;
   }
-  for (const char* bad : {"", "sm_", "sm_70", "sm_90a", "sm_120f", "compute_90", "SM_90", "sm_1200", "sm_88",
+  for (const char* bad : {"", "sm_", "sm_a", "sm_70", "sm_120a", "sm_90aa", "sm_120f", "compute_90", "SM_90", "sm_1200", "sm_88",
                           "sm_-90", "sm_ 90", "90"}) {
     EXPECT_FALSE(IsValidArch(bad)) << bad;
   }

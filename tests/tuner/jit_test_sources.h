@@ -85,6 +85,6 @@ inline std::string ReadTestData(const std::string& name) {
   return ss.str();
 }
 
-inline int ArchNumber(const std::string& arch) { return std::stoi(arch.substr(3)); }
+inline int ArchNumber(const std::string& arch) { return std::stoi(arch.substr(3)); }  // "sm_90a" -> 90
 
 }  // namespace dflash::tuner::testing

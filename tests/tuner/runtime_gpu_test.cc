@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "tuner/arch_limits.h"
 #include "tuner/benchmark.h"
 #include "tuner/device_lock.h"
 #include "tuner/gpu_runtime.h"
@@ -145,7 +146,9 @@ TEST_F(GpuRuntimeTest, PrimaryContextDescribesTheDevice) {
   EXPECT_EQ(info.uuid.rfind("GPU-", 0), 0u) << info.uuid;
   EXPECT_EQ(info.uuid.size(), 40u) << info.uuid;
   EXPECT_FALSE(info.pci_bus_id.empty());
-  EXPECT_EQ(info.arch(), "sm_" + std::to_string(info.cc_major * 10 + info.cc_minor));
+  EXPECT_EQ(info.cc(), info.cc_major * 10 + info.cc_minor);
+  EXPECT_EQ(info.arch(), DeviceArch(info.cc()));  // sm_90a on the H200: the Hopper tier's arch
+  EXPECT_TRUE(RunsOn(info.arch(), info.cc()));
   RecordProperty("device", info.name + " " + info.arch() + " " + info.uuid + " pci " + info.pci_bus_id + " L2 " +
                                std::to_string(info.l2_bytes) + " B, driver " + std::to_string(info.driver_version));
 }

@@ -82,8 +82,8 @@ def run_cmd(cmd, log, stream=False):
 
 # ---------------------------------------------------------------------------------------------------- our side
 
-def warmup_cmd(args, shapes):
-    cmd = [args.dflash_tune, "--cache-dir", args.cache_dir, "warmup"]
+def warmup_cmd(args, shapes, arch=None):
+    cmd = [args.dflash_tune, "--cache-dir", args.cache_dir, "warmup"] + (["--arch", arch] if arch else [])
     for _, p in shapes:
         cmd += ["--problem", "attention_fwd=" + pjson(p), "--problem", "attention_bwd=" + pjson(p)]
     if args.budget:
@@ -276,16 +276,17 @@ def flex_row(torch, timer, name, p, facts, seed):
             "note": "first fwd+bwd %.1f s (incl. compile), mask build %.1f s" % (first, mask_s)}
 
 
-def sdpa_row(torch, timer, name, p, seed):
+def sdpa_row(torch, timer, name, p, seed, backend="FLASH_ATTENTION"):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     sdpa = torch.nn.functional.scaled_dot_product_attention
     q, k, v, do = torch_inputs(torch, p, seed)
-    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+    with sdpa_kernel(getattr(SDPBackend, backend)):
         def fwd():
             return sdpa(q, k, v, is_causal=True)
         fwd.inputs = (q, k, v, do)
         tf, tb, peak = measure_fwd_bwd(torch, timer, fwd)
-    return {"system": "SDPA flash", "fwd_ms": tf, "bwd_ms": tb, "peak_extra_bytes": peak, "note": ""}
+    label = {"FLASH_ATTENTION": "SDPA flash", "CUDNN_ATTENTION": "SDPA cuDNN"}.get(backend, "SDPA " + backend)
+    return {"system": label, "fwd_ms": tf, "bwd_ms": tb, "peak_extra_bytes": peak, "note": ""}
 
 
 # ------------------------------------------------------------------------------------------------------- table
@@ -309,8 +310,8 @@ def table(rows):
     return "\n".join(lines)
 
 
-def our_row(name, p, fl, fwd, bwd):
-    row = {"shape": name, "system": "ours (tuned winner)", "fwd_flops": fl}
+def our_row(name, p, fl, fwd, bwd, system="ours (tuned winner)"):
+    row = {"shape": name, "system": system, "fwd_flops": fl}
     notes = []
     if "error" in fwd:
         notes.append("fwd failed: " + fwd["error"])
@@ -349,6 +350,8 @@ def main():
     ap.add_argument("--budget", help="passed to `dflash-tune warmup --budget` (e.g. 40 or 90s)")
     ap.add_argument("--skip-warmup", action="store_true", help="use the cache as it is")
     ap.add_argument("--check", action="store_true", help="kernel_bench --check (float64 reference; slow for bwd)")
+    ap.add_argument("--portable-arch", help="also warm up and time the winners of this arch (sm_90 on a Hopper GPU: "
+                    "the portable tier alone, beside the default arch's sm_90a winners over both tiers)")
     ap.add_argument("--quick", action="store_true", help="only " + " and ".join(QUICK))
     ap.add_argument("--shapes", help="comma-separated subset of: " + ", ".join(n for n, _ in SHAPES))
     ap.add_argument("--dry-run", action="store_true",
@@ -411,15 +414,24 @@ def main():
             r, secs = run_cmd(warmup_cmd(args, shapes), log, stream=True)
             log_line(log, "warmup: exit %d, %.1f s" % (r.returncode, secs))
             results["warmup_s"] = secs
+            if args.portable_arch:
+                r, secs = run_cmd(warmup_cmd(args, shapes, args.portable_arch), log, stream=True)
+                log_line(log, "warmup --arch %s: exit %d, %.1f s" % (args.portable_arch, r.returncode, secs))
         rows = []
         ours = {}
         for name, p in shapes:
             fwd = run_kernel_bench(args, "attention_fwd", p, log, extra)
             bwd = run_kernel_bench(args, "attention_bwd", p, log, extra)
             results["kernel_bench"][name] = {"fwd": fwd, "bwd": bwd}
-            ours[name] = our_row(name, p, flops[name], fwd, bwd)
+            ours[name] = [our_row(name, p, flops[name], fwd, bwd)]
             log_line(log, "%s: ours fwd %s ms, bwd %s ms" % (name, fwd.get("median_ms", fwd.get("error")),
                                                           bwd.get("median_ms", bwd.get("error"))))
+            if args.portable_arch:
+                arch = ["--arch", args.portable_arch]
+                pf = run_kernel_bench(args, "attention_fwd", p, log, extra + arch)
+                pb = run_kernel_bench(args, "attention_bwd", p, log, extra + arch)
+                results["kernel_bench"][name].update({"portable_fwd": pf, "portable_bwd": pb})
+                ours[name].append(our_row(name, p, flops[name], pf, pb, "ours, %s winners (portable tier)" % args.portable_arch))
 
         try:
             import torch  # only now: kernel_bench ran without torch holding the GPU
@@ -428,21 +440,25 @@ def main():
         except Exception as e:  # noqa: BLE001 - our numbers are still reported
             torch, dev, tv = None, "?", "unavailable (%s: %s)" % (type(e).__name__, e)
         for name, p in shapes:
-            rows.append(ours[name])
+            rows.extend(ours[name])
+            others = []
             if torch is None:
-                other = {"system": "flex / SDPA", "note": "not run: torch " + tv}
+                others.append({"system": "flex / SDPA", "note": "not run: torch " + tv})
             else:
-                try:
-                    if p["mask"] == "causal":
-                        other = sdpa_row(torch, timer, name, p, args.seed)
-                    else:
-                        other = flex_row(torch, timer, name, p, facts[name], args.seed)
-                except Exception as e:  # the comparison must not hide our numbers
-                    other = {"system": "reference", "note": ("failed: %s: %s" % (type(e).__name__, e))[:300]}
-                torch.cuda.empty_cache()
-            other.update({"shape": name, "fwd_flops": flops[name]})
-            results["torch"][name] = other
-            rows.append(other)
+                systems = (["FLASH_ATTENTION", "CUDNN_ATTENTION"] if p["mask"] == "causal" else ["flex"])
+                for system in systems:
+                    try:
+                        if system == "flex":
+                            others.append(flex_row(torch, timer, name, p, facts[name], args.seed))
+                        else:
+                            others.append(sdpa_row(torch, timer, name, p, args.seed, system))
+                    except Exception as e:  # the comparison must not hide our numbers
+                        others.append({"system": system, "note": ("failed: %s: %s" % (type(e).__name__, e))[:300]})
+                    torch.cuda.empty_cache()
+            for other in others:
+                other.update({"shape": name, "fwd_flops": flops[name]})
+            results["torch"][name] = others
+            rows.extend(others)
             log_line(log, "%s: done" % name)
         text = table(rows)
         header = ("Attention, %s, torch %s; median of %d after %d warm-ups, L2 %s; anchors from seed %d "

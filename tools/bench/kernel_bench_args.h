@@ -17,7 +17,7 @@ struct BenchArgs {
   std::string family;        // "attention_fwd", "attention_bwd", "gdn", ...
   std::string problem_json;  // the family's problem JSON, as given to `dflash-tune warmup --problem`
   std::string cache_dir;     // empty: the default cache directory
-  std::string arch;          // "sm_90": the arch to look up without a GPU; with one, must match it
+  std::string arch;          // "sm_90": the arch to look up without a GPU; with one, an arch it runs (default its own)
   int device = 0;
   std::uint64_t seed = 1;    // random inputs of the workload (and of --instance-out)
   int warmup = 3;            // untimed launches (or graph replays) first

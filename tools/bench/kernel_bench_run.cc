@@ -9,6 +9,7 @@
 #include "kernels/registry.h"
 #include "tuner/benchmark.h"
 #include "tuner/gpu_runtime.h"
+#include "tuner/arch_limits.h"
 #include "tuner/kernel_provider.h"
 #include "tuner/tuning_key.h"
 
@@ -71,13 +72,15 @@ Status CheckOnce(tuner::Workload& w, const std::function<Status(CUstream)>& run,
 Result<json> RunOnGpu(const BenchArgs& a, const tuner::KernelFamily& family, const tuner::Problem& problem,
                       const tuner::Problem& bucket, cache::KernelCache& cache) {
   DFLASH_ASSIGN_OR_RETURN(gpu::Context ctx, gpu::Context::Primary(a.device));
-  const std::string arch = ctx.info().arch();
-  if (!a.arch.empty() && a.arch != arch) {
-    return InvalidArgument("--arch " + a.arch + " but GPU " + std::to_string(a.device) + " is " + arch);
+  // --arch picks another arch this GPU runs (sm_90 on a Hopper GPU: the portable tier's winners alone).
+  const std::string arch = a.arch.empty() ? ctx.info().arch() : a.arch;
+  if (!tuner::RunsOn(arch, ctx.info().cc())) {
+    return InvalidArgument("--arch " + a.arch + " does not run on GPU " + std::to_string(a.device) + " (" +
+                           ctx.info().arch() + ")");
   }
   if (a.resolve_only) return Resolve(family, problem, bucket, cache, arch);
 
-  tuner::KernelProvider provider(cache, ctx);
+  tuner::KernelProvider provider(cache, ctx, arch);
   DFLASH_ASSIGN_OR_RETURN(tuner::ResolvedKernel winner, provider.Get(family, problem));
   const tuner::LoadedVariant& variant = *winner.variant;
   DFLASH_ASSIGN_OR_RETURN(gpu::Stream stream, gpu::Stream::Create());

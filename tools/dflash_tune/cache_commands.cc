@@ -8,6 +8,7 @@
 #include "cache/rows.h"
 #include "cli_common.h"
 #include "tuner/gpu_runtime.h"
+#include "tuner/arch_limits.h"
 #include "tuner/nvrtc_compiler.h"
 
 namespace dflash::cli {
@@ -45,7 +46,7 @@ std::function<Status(const cache::Entry&)> GpuLoadCheck(int* skipped_other_arch,
   auto shared = std::make_shared<gpu::Context>(std::move(*ctx));
   *gpu_note = "loaded on GPU 0 (" + shared->info().name + ", " + shared->info().arch() + ")";
   return [shared, skipped_other_arch](const cache::Entry& e) -> Status {
-    if (e.key.arch != shared->info().arch()) {
+    if (!tuner::RunsOn(e.key.arch, shared->info().cc())) {
       ++*skipped_other_arch;
       return Status::Ok();
     }

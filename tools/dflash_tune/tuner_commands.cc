@@ -15,6 +15,7 @@
 #include "setup/presets.h"
 #include "kernels/registry.h"
 #include "cli_common.h"
+#include "tuner/arch_limits.h"
 #include "tuner/nvrtc_compiler.h"
 #include "tuner/tuner.h"
 
@@ -148,7 +149,7 @@ int Warmup(const GlobalOptions& g, const WarmupArgs& a) {
     return Fail("unsupported --arch '" + arch + "' (supported: " + valid + ")");
   }
   bool any_matching = false;
-  for (const auto& c : contexts) any_matching |= c->info().arch() == arch;
+  for (const auto& c : contexts) any_matching |= tuner::RunsOn(arch, c->info().cc());
   if (!a.compile_only && !any_matching) {
     notes.push_back("no GPU of arch " + arch + " here" +
                     (contexts.empty() ? "" : " (GPU 0 is " + contexts.front()->info().arch() + ")") +
@@ -173,7 +174,7 @@ int Warmup(const GlobalOptions& g, const WarmupArgs& a) {
   std::vector<int> key_device(items.size(), -1);  // the GPU that took each key (-1: compile-only worker)
   std::atomic<std::size_t> next{0};
   auto worker = [&](const gpu::Context* ctx) {
-    tuner::Tuner tuner(**cache, (ctx && ctx->info().arch() == arch) ? ctx : nullptr, pool);
+    tuner::Tuner tuner(**cache, (ctx && tuner::RunsOn(arch, ctx->info().cc())) ? ctx : nullptr, pool);
     if (ctx) ctx->MakeCurrent().ok();
     for (std::size_t i; (i = next++) < items.size();) {
       auto r = tuner.Tune(*items[i].family, items[i].problem, opts,

@@ -1,6 +1,8 @@
 // Every config of the attention spaces either is invalid for a stated reason or compiles with NVRTC for sm_90 and
 // sm_120 (the drafter's DFlash full-layer bucket, also as packed rows: doc_bound) and then passes the arch's PruneReason
-// or is pruned for a stated reason; plus one variant per mask kind and head dim. CPU only: NVRTC needs no GPU.
+// or is pruned for a stated reason; plus one variant per mask kind and head dim. The Hopper tier's configs compile
+// for sm_90a (and only there: elsewhere they are invalid for the arch), within its limits (no spills, shared memory
+// within 227 KiB), with HGMMA in their SASS. CPU only: NVRTC needs no GPU.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -8,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention/attention_config.h"
 #include "kernels/attention/attention_family.h"
+#include "sass_check.h"
 #include "tuner/arch_limits.h"
 #include "tuner/nvrtc_compiler.h"
 #include "tuner/thread_pool.h"
@@ -20,6 +24,7 @@ struct Outcome {
   std::string label;
   Status status;
   std::string prune_reason;
+  int hgmma = -1;  // HGMMA instructions in the SASS (counted for sm_90a only)
 };
 
 tuner::Problem Problem(const char* mask, int head_dim, int seq_q, int seq_kv) {
@@ -65,10 +70,19 @@ Outcome CompileOne(const tuner::KernelFamily& family, const tuner::Config& confi
     // The block shape is the variant's largest (threads, dynamic shared memory) over its kernels.
     if (!why.empty() && o.prune_reason.empty()) o.prune_reason = expr + " (with the variant's block shape): " + why;
   }
+  if (arch == "sm_90a") {
+    Result<std::string> sass = testing::DisassembleCubin(compiled->cubin);
+    if (!sass.ok()) {
+      o.status = sass.status();
+      return o;
+    }
+    o.hgmma = testing::CountInstructions(*sass, "HGMMA");
+  }
   return o;
 }
 
-// `doc_bound`: the packed-rows problem, whose kernels are the document-bound instantiations.
+// `doc_bound`: the packed-rows problem, whose kernels are the document-bound instantiations. On sm_90a only the
+// Hopper tier is compiled (the portable configs are the sm_90 code, compiled there) and its SASS must hold HGMMA.
 void CompileWholeSpace(const tuner::KernelFamily& family, const std::string& arch, bool doc_bound = false) {
   tuner::Problem problem = Problem("dflash_full", 128, 8192, 16384);
   if (doc_bound) problem["doc_bound"] = true;
@@ -77,7 +91,9 @@ void CompileWholeSpace(const tuner::KernelFamily& family, const std::string& arc
   std::vector<std::future<Outcome>> futures;
   std::size_t invalid = 0;
   for (const tuner::Config& config : tuner::EnumerateSpace(family)) {
-    const std::string why = family.InvalidReason(config, bucket);
+    if (arch == "sm_90a" && !IsHopperTier(config)) continue;
+    std::string why = family.InvalidReason(config, bucket);
+    if (why.empty()) why = family.ArchInvalidReason(config, arch);
     if (!why.empty()) {
       std::printf("%s %s[%s] invalid: %s\n", arch.c_str(), std::string(family.name()).c_str(),
                   tuner::ConfigLabel(config).c_str(), why.c_str());
@@ -91,6 +107,9 @@ void CompileWholeSpace(const tuner::KernelFamily& family, const std::string& arc
     const Outcome o = f.get();
     EXPECT_TRUE(o.status.ok()) << arch << " " << o.label << ": " << o.status.ToString();
     if (!o.status.ok()) continue;
+    if (arch == "sm_90a") {
+      EXPECT_GT(o.hgmma, 0) << o.label << ": no HGMMA in the SASS of a Hopper-tier variant";
+    }
     if (o.prune_reason.empty()) {
       ++runnable;
     } else {
@@ -102,8 +121,25 @@ void CompileWholeSpace(const tuner::KernelFamily& family, const std::string& arc
   EXPECT_GE(runnable, 3u) << "too few runnable variants on " << arch;
 }
 
+// The Hopper tier needs an arch-specific sm_90a target: on any other arch its configs are invalid (the tuner prunes
+// them before compiling), on sm_90a they are not.
+TEST(AttentionCompile, TheHopperTierIsInvalidOffSm90a) {
+  const tuner::Config hopper = {{"block_m", 128}, {"block_n", 128}, {"warps", 4}, {"stages", 3}, {"kernel", 2}};
+  const tuner::Config portable = {{"block_m", 128}, {"block_n", 64}, {"warps", 4}, {"stages", 2}, {"kernel", 0}};
+  for (const char* arch : {"sm_80", "sm_90", "sm_100", "sm_120"}) {
+    EXPECT_NE(ForwardFamily().ArchInvalidReason(hopper, arch).find("needs sm_90a"), std::string::npos) << arch;
+    EXPECT_EQ(ForwardFamily().ArchInvalidReason(portable, arch), "") << arch;
+  }
+  EXPECT_EQ(ForwardFamily().ArchInvalidReason(hopper, "sm_90a"), "");
+  EXPECT_EQ(ForwardFamily().ArchInvalidReason(portable, "sm_90a"), "");
+}
+
 TEST(AttentionCompile, EveryForwardConfigCompilesForSm90) { CompileWholeSpace(ForwardFamily(), "sm_90"); }
 TEST(AttentionCompile, EveryForwardConfigCompilesForSm120) { CompileWholeSpace(ForwardFamily(), "sm_120"); }
+TEST(AttentionCompile, EveryHopperTierForwardConfigCompilesForSm90aWithHgmma) {
+  CompileWholeSpace(ForwardFamily(), "sm_90a");
+  CompileWholeSpace(ForwardFamily(), "sm_90a", true);
+}
 TEST(AttentionCompile, EveryBackwardConfigCompilesForSm90) { CompileWholeSpace(BackwardFamily(), "sm_90"); }
 TEST(AttentionCompile, EveryBackwardConfigCompilesForSm120) { CompileWholeSpace(BackwardFamily(), "sm_120"); }
 
@@ -142,6 +178,37 @@ TEST(AttentionCompile, EveryMaskKindAndHeadDimCompilesForSm120) {
     const Outcome o = f.get();
     EXPECT_TRUE(o.status.ok()) << o.label << ": " << o.status.ToString();
     EXPECT_EQ(o.prune_reason, "") << o.label;
+  }
+}
+
+TEST(AttentionCompile, EveryMaskKindAndHeadDimOfTheHopperTierCompilesForSm90a) {
+  std::vector<std::pair<tuner::Problem, tuner::Config>> items;
+  auto hopper = [](int bn, int kernel = 1, int bm = 128) {
+    return tuner::Config{{"block_m", bm}, {"block_n", bn}, {"warps", 4}, {"stages", kernel == 2 ? 3 : 2}, {"kernel", kernel}};
+  };
+  for (const char* mask : {"none", "causal", "doc_causal", "dflash_full", "dflash_sliding"}) {
+    const bool dflash = std::string(mask).rfind("dflash", 0) == 0;
+    for (int d : {64, 128}) {
+      // kernel 2 holds two S tiles: at block_n 128 some masks spill (pruned), so it is checked at 64.
+      for (int kernel : {1, 2})
+        items.push_back({Problem(mask, d, dflash ? 4096 : 8192, dflash ? 12288 : 8192), hopper(kernel == 2 ? 64 : 128, kernel)});
+    }
+  }
+  items.push_back({Problem("causal", 256, 4096, 4096), hopper(64)});
+  items.push_back({Problem("doc_causal", 256, 4096, 4096), hopper(64)});
+  items.push_back({Problem("causal", 256, 4096, 4096), hopper(64, 2, 64)});  // three 256-wide kv buffers + Q of 64 rows
+  tuner::ThreadPool pool;
+  std::vector<std::future<Outcome>> futures;
+  for (const auto& [problem, config] : items) {
+    const tuner::Problem bucket = *ForwardFamily().Bucket(problem);
+    ASSERT_EQ(ForwardFamily().InvalidReason(config, bucket), "") << bucket.dump();
+    futures.push_back(pool.Submit([bucket, config]() { return CompileOne(ForwardFamily(), config, bucket, "sm_90a"); }));
+  }
+  for (auto& f : futures) {
+    const Outcome o = f.get();
+    EXPECT_TRUE(o.status.ok()) << o.label << ": " << o.status.ToString();
+    EXPECT_EQ(o.prune_reason, "") << o.label;
+    EXPECT_GT(o.hgmma, 0) << o.label;
   }
 }
 

@@ -160,6 +160,45 @@ TEST_F(AttentionGpu, PackedRowsDocStartMatchesFloat64ForwardAndBackward) {
   RunCases(cases, 300);
 }
 
+// The Hopper tier (wgmma, sm_90a): the forward cases above, plus packed rows, head dim 256 and the 512-anchor shape.
+TEST_F(AttentionGpu, HopperTierForwardMatchesFloat64ForEveryMaskKind) {
+  Result<gpu::Context> ctx = gpu::Context::Primary(0);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  if (ctx->info().arch() != "sm_90a") GTEST_SKIP() << "the Hopper tier needs an sm_90a GPU (this one is " << ctx->info().arch() << ")";
+  auto hopper = [](int bm, int bn, int stages) {  // stages 3: kernel 2 (softmax overlapping the next QK^T)
+    return tuner::Config{{"block_m", bm}, {"block_n", bn}, {"warps", 4}, {"stages", stages}, {"kernel", stages == 3 ? 2 : 1}};
+  };
+  const tuner::KernelFamily* f = &ForwardFamily();
+  std::vector<Case> cases;
+  for (const char* mask : {"none", "causal", "doc_causal"}) {
+    cases.push_back({f, Problem(mask, 8, 2, 128, 333, 333), hopper(128, 128, 2)});
+    cases.push_back({f, Problem(mask, 6, 1, 64, 200, 200), hopper(64, 64, 1)});
+    cases.push_back({f, Problem(mask, 8, 2, 128, 333, 333), hopper(128, 64, 3)});
+    cases.push_back({f, Problem(mask, 6, 1, 64, 200, 200), hopper(64, 64, 3)});
+  }
+  cases.push_back({f, Problem("causal", 12, 2, 128, 100, 357), hopper(128, 64, 3)});
+  cases.push_back({f, Problem("causal", 4, 4, 128, 357, 100), hopper(128, 64, 3)});
+  cases.push_back({f, Problem("causal", 12, 2, 128, 100, 357), hopper(128, 64, 2)});  // q < kv
+  cases.push_back({f, Problem("causal", 4, 4, 128, 357, 100), hopper(128, 128, 1)});  // rows that see nothing
+  for (const char* mask : {"dflash_full", "dflash_sliding"}) {
+    cases.push_back({f, Problem(mask, 8, 2, 128, 21 * 16, 500 + 21 * 16), hopper(128, 128, 2)});
+    cases.push_back({f, Problem(mask, 6, 1, 64, 13 * 16, 300 + 13 * 16), hopper(64, 128, 2)});
+    tuner::Problem packed = Problem(mask, 8, 2, 128, 21 * 16, 500 + 21 * 16);
+    packed["doc_bound"] = true;
+    cases.push_back({f, packed, hopper(128, 64, 2)});
+    cases.push_back({f, Problem(mask, 8, 2, 128, 21 * 16, 500 + 21 * 16), hopper(128, 64, 3)});
+    cases.push_back({f, packed, hopper(128, 64, 3)});
+  }
+  cases.push_back({f, Problem("causal", 24, 4, 256, 517, 517), hopper(64, 64, 3)});
+  cases.push_back({f, Problem("causal", 24, 4, 256, 517, 517), hopper(128, 64, 2)});
+  cases.push_back({f, Problem("doc_causal", 24, 4, 256, 517, 517), hopper(64, 64, 1)});
+  tuner::Problem big = Problem("dflash_full", 32, 8, 128, 512 * 16, 8192 + 512 * 16);
+  big["batch"] = 1;
+  cases.push_back({f, big, hopper(128, 128, 2)});
+  cases.push_back({f, big, hopper(128, 64, 3)});
+  RunCases(cases, 400);
+}
+
 TEST_F(AttentionGpu, DrafterShapeWith512AnchorsPassesTheSampledCheck) {
   tuner::Problem p = Problem("dflash_full", 32, 8, 128, 512 * 16, 8192 + 512 * 16);
   p["batch"] = 1;

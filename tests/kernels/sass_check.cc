@@ -1,0 +1,49 @@
+#include "sass_check.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+namespace dflash::testing {
+
+Result<std::string> DisassembleCubin(const std::vector<std::uint8_t>& cubin) {
+  const std::string nvdisasm = DFLASH_NVDISASM;
+  if (nvdisasm.empty() || nvdisasm.find("NOTFOUND") != std::string::npos || !std::filesystem::exists(nvdisasm))
+    return Unsupported("nvdisasm not found (neither in the CUDA toolkit nor from tools/scripts/install-deps.sh): "
+                       "run tools/scripts/install-deps.sh and reconfigure");
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("dflash-sass-" + std::to_string(getpid()) + "-" +
+                                               std::to_string(reinterpret_cast<std::uintptr_t>(&cubin)) + ".cubin");
+  {
+    std::ofstream out(file, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(cubin.data()), static_cast<std::streamsize>(cubin.size()));
+    if (!out) return Internal("cannot write " + file.string());
+  }
+  const std::string cmd = "'" + nvdisasm + "' -c '" + file.string() + "' 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return Internal("cannot run " + cmd);
+  std::string text;
+  std::array<char, 65536> buf;
+  for (std::size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0;) text.append(buf.data(), n);
+  const int rc = pclose(pipe);
+  std::filesystem::remove(file);
+  if (rc != 0) return Internal("nvdisasm failed: " + text.substr(0, 500));
+  return text;
+}
+
+int CountInstructions(std::string_view sass, std::string_view opcode) {
+  // nvdisasm -c prints "        /*0a30*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], RZ ... ;":
+  // the opcode follows the address comment (after an optional predicate "@P0 ").
+  int n = 0;
+  for (std::size_t pos = 0; (pos = sass.find(opcode, pos)) != std::string_view::npos; pos += opcode.size()) {
+    const char before = pos > 0 ? sass[pos - 1] : ' ';
+    const char after = pos + opcode.size() < sass.size() ? sass[pos + opcode.size()] : ' ';
+    if ((before == ' ' || before == '\t') && (after == '.' || after == ' ')) ++n;
+  }
+  return n;
+}
+
+}  // namespace dflash::testing

@@ -1,0 +1,20 @@
+// SASS of a compiled variant, for the compile tests of the Hopper tier: the cubin disassembled by nvdisasm (the CUDA
+// toolkit's, else the one tools/scripts/install-deps.sh puts in the user cache; CMake finds it) and the count of
+// one instruction in it. Thread-safety: re-entrant (each call uses its own temporary file).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace dflash::testing {
+
+// nvdisasm's text of the cubin; an error naming what is missing when nvdisasm is not there or fails.
+Result<std::string> DisassembleCubin(const std::vector<std::uint8_t>& cubin);
+// How many instructions of `sass` start with `opcode` ("HGMMA" counts HGMMA.64x128x16.F32.BF16 ...).
+int CountInstructions(std::string_view sass, std::string_view opcode);
+
+}  // namespace dflash::testing
