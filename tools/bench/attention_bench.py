@@ -17,6 +17,12 @@ Peak memory: extra device memory of forward + backward beyond the inputs (q, k, 
 allocator peak minus the inputs. Ours: cuMemGetInfo difference across the backward workload's creation and first
 run (o, lse, dq, dk, dv, workspace; cuMemGetInfo counts whole pages, so ~2 MiB granularity) minus the inputs.
 
+sm_120 stand-in (--sm80-peers; no sm_120 GPU is at hand): flex compiled for the mma.sync instruction set that
+sm_120 has, in a child process with TRITON_OVERRIDE_ARCH=sm80 and torch.cuda.get_device_capability reported as
+(8, 0) to Inductor's flex configuration heuristics (so flex picks its own sm_80 configurations, not Hopper's), its Triton cache in a fresh
+directory whose PTX is counted (wgmma vs mma.sync: the row says what ran); SDPA flash (FlashAttention-2, mma.sync
+code) for causal. Our side of that table: the portable tier's winners (--portable-arch sm_90).
+
 Usage (GPU machine, from the repository root; see tools/bench/README.md):
   python3 tools/bench/attention_bench.py --build-dir build-gpu --cache-dir /tmp/dflash-bench-cache [--quick]
 Dry run (no torch, no GPU: prints the commands, checks the shapes, the instance facts and the pair counts):
@@ -276,6 +282,76 @@ def flex_row(torch, timer, name, p, facts, seed):
             "note": "first fwd+bwd %.1f s (incl. compile), mask build %.1f s" % (first, mask_s)}
 
 
+def count_ptx(root):
+    """(wgmma, mma.sync) instruction counts over every PTX file Triton wrote under root."""
+    import pathlib
+    import re
+    wg = ms = 0
+    for path in pathlib.Path(root).rglob("*.ptx"):
+        text = path.read_text(errors="replace")
+        wg += len(re.findall(r"wgmma\.mma_async", text))
+        ms += len(re.findall(r"\bmma\.sync", text))
+    return wg, ms
+
+
+def sm80_flex_child(args):
+    """The --sm80-child process: flex for one shape on the mma.sync instruction set; prints one JSON row."""
+    import tempfile
+    triton_cache = tempfile.mkdtemp(prefix="sm80-triton-")
+    os.environ["TRITON_OVERRIDE_ARCH"] = "sm80"
+    os.environ["TRITON_CACHE_DIR"] = triton_cache
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="sm80-inductor-")
+    import contextlib
+    import torch
+    import torch._inductor.template_heuristics.triton as heuristics
+
+    # Only flex's configuration choice sees (8, 0): Inductor passes the real capability to Triton's compile, which
+    # the override makes emit mma.sync code (capability 8.0 there too built sm_80 cubins the H200 cannot load).
+    @contextlib.contextmanager
+    def capability_80():
+        real = torch.cuda.get_device_capability
+        torch.cuda.get_device_capability = lambda device=None: (8, 0)
+        try:
+            yield
+        finally:
+            torch.cuda.get_device_capability = real
+
+    for name in ("get_flex_attn_fwd_configs", "get_flex_attn_bwd_configs"):
+        original = getattr(heuristics.CUDAConfigHeuristic, name)
+
+        def chosen_as_sm80(self, *a, _original=original, **k):
+            with capability_80():
+                return _original(self, *a, **k)
+        setattr(heuristics.CUDAConfigHeuristic, name, chosen_as_sm80)
+    with open(args.sm80_child) as f:
+        spec = json.load(f)
+    timer = Timer(torch, args.warmup, args.reps, not args.no_flush)
+    row = flex_row(torch, timer, spec["name"], spec["problem"], spec["facts"], args.seed)
+    wg, ms = count_ptx(triton_cache)
+    row["system"] = "flex compiled, sm_80 instruction set"
+    row["note"] += ("; TRITON_OVERRIDE_ARCH=sm80, flex's configurations chosen as for capability (8, 0); PTX: %d "
+                    "wgmma, %d mma.sync" % (wg, ms))
+    print(json.dumps(row), flush=True)
+    return 0 if wg == 0 else 1
+
+
+def sm80_flex_row(args, name, p, facts, log):
+    """flex on the mma.sync instruction set for one shape, in a child process (the overrides are per process)."""
+    path = os.path.join(args.work_dir, name.replace(" ", "_") + ".sm80.json")
+    with open(path, "w") as f:
+        json.dump({"name": name, "problem": p, "facts": facts}, f)
+    cmd = [sys.executable, os.path.abspath(__file__), "--sm80-child", path, "--seed", str(args.seed),
+           "--warmup", str(args.warmup), "--reps", str(args.reps)] + (["--no-flush"] if args.no_flush else [])
+    r, _ = run_cmd(cmd, log)
+    try:
+        row = json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"system": "flex, sm_80 instruction set", "note": "failed: " + (r.stderr.strip()[-300:] or "no output")}
+    if r.returncode != 0:
+        row["note"] += "; NOT A STAND-IN: its PTX holds wgmma"
+    return row
+
+
 def sdpa_row(torch, timer, name, p, seed, backend="FLASH_ATTENTION"):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -352,11 +428,16 @@ def main():
     ap.add_argument("--check", action="store_true", help="kernel_bench --check (float64 reference; slow for bwd)")
     ap.add_argument("--portable-arch", help="also warm up and time the winners of this arch (sm_90 on a Hopper GPU: "
                     "the portable tier alone, beside the default arch's sm_90a winners over both tiers)")
+    ap.add_argument("--sm80-peers", action="store_true",
+                    help="add the sm_120 stand-in rows: flex compiled for the mma.sync instruction set (see above)")
+    ap.add_argument("--sm80-child", help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true", help="only " + " and ".join(QUICK))
     ap.add_argument("--shapes", help="comma-separated subset of: " + ", ".join(n for n, _ in SHAPES))
     ap.add_argument("--dry-run", action="store_true",
                     help="no torch, no GPU: print the commands, compute instance facts and FLOP counts")
     args = ap.parse_args()
+    if args.sm80_child:
+        return sm80_flex_child(args)
     args.dflash_tune = args.dflash_tune or os.path.join(args.build_dir, "tools", "dflash_tune", "dflash-tune")
     args.kernel_bench = args.kernel_bench or os.path.join(args.build_dir, "tools", "bench", "kernel_bench")
     shapes = SHAPES
@@ -446,9 +527,13 @@ def main():
                 others.append({"system": "flex / SDPA", "note": "not run: torch " + tv})
             else:
                 systems = (["FLASH_ATTENTION", "CUDNN_ATTENTION"] if p["mask"] == "causal" else ["flex"])
+                if args.sm80_peers and p["mask"] != "causal":
+                    systems.append("flex sm80")
                 for system in systems:
                     try:
-                        if system == "flex":
+                        if system == "flex sm80":
+                            others.append(sm80_flex_row(args, name, p, facts[name], log))
+                        elif system == "flex":
                             others.append(flex_row(torch, timer, name, p, facts[name], args.seed))
                         else:
                             others.append(sdpa_row(torch, timer, name, p, args.seed, system))
