@@ -172,8 +172,9 @@ def main():
         result["warmup_s"] = time.time() - t0
     sides = {}
     for side in a.sides.split(","):
-        argv = [sys.executable, os.path.abspath(__file__), "--side", side] + [
-            x for x in sys.argv[1:] if not x.startswith("--sides")]
+        argv = [sys.executable, os.path.abspath(__file__), "--side", side, "--max-length", str(a.max_length),
+                "--anchors", str(a.anchors), "--steps", str(a.steps), "--warmup", str(a.warmup),
+                "--seed", str(a.seed), "--wheel-dir", a.wheel_dir]
         r = subprocess.run(argv, capture_output=True, text=True)
         if r.returncode != 0:
             sides[side] = {"failed": True, "rc": r.returncode, "stderr_tail": r.stderr[-3000:]}
