@@ -1,8 +1,8 @@
-// Runtime: what the dflash_tune operators launch through, one per process: the kernel cache (opened on first use
-// from $DFLASH_CACHE_DIR, else cache::DefaultCacheDir's rules; the same directory dflash-tune and dflash-train use)
-// and one trainer::CachedKernelOps per CUDA device over it. Launches go through the cache's key and single-flight
-// protocol only: a missing key is a c10::Error carrying the provider's NotFound text (key and warmup command),
-// unless the call asks to tune it (CachedKernelOps::SetTuneOnMiss for that call).
+// Runtime: what the dflash_tune operators launch through, one per process and never destroyed (runtime.cc says
+// why): the kernel cache (opened on first use from $DFLASH_CACHE_DIR, else cache::DefaultCacheDir's rules; the same
+// directory dflash-tune and dflash-train use) and one trainer::CachedKernelOps per CUDA device over it. Launches
+// go through the cache's key and single-flight protocol only: a missing key is a c10::Error carrying the provider's
+// NotFound text (key and warmup command), unless the call asks to tune it (CachedKernelOps::SetTuneOnMiss).
 // Who may call: the operator implementations (cuda_ops.cc, cache_ops.cc). Thread-safety: any thread; a device's
 // ops run one call at a time (the returned handle holds that device's lock).
 #pragma once

@@ -5,18 +5,21 @@
 # compiled flex vs dflash_tune, after dflash_tune.warmup of its attention keys). Logs and JSON go to $OUT.
 # Carried (git-ignored, filled here with network): .deb/ (libsqlite3-dev, libcli11-dev: apt-get download),
 # .whl/ (scikit_build_core 1.1.2, pathspec, fla-core 0.6.0, einops: pip download --no-deps), .whl_py/ (specforge 0.2.0).
-#   bash tools/device/python_run.sh [--parts "install tests demo"] [--test-timeout S] [--demo-timeout S]
+#   bash tools/device/python_run.sh [--parts "install tests demo"] [--tests "gpu_test.ConvTest ..."]
+#                                   [--test-timeout S] [--demo-timeout S]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 parts="install tests demo"
+tests="gpu_test"
 test_timeout=240
 demo_timeout=300
 while [ $# -gt 0 ]; do
   case "$1" in
     --parts) parts="$2"; shift 2 ;;
+    --tests) tests="$2"; shift 2 ;;
     --test-timeout) test_timeout="$2"; shift 2 ;;
     --demo-timeout) demo_timeout="$2"; shift 2 ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     *) echo "python_run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -43,7 +46,7 @@ fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 if [[ " $parts " == *" tests "* ]]; then
   t1=$(date +%s)
-  (cd tests/python && timeout "$test_timeout" python3 -m unittest -v gpu_test) >"$out/gpu_test.log" 2>&1 || status=1
+  (cd tests/python && timeout "$test_timeout" python3 -m unittest -v $tests) >"$out/gpu_test.log" 2>&1 || status=1
   grep -E "^(test_|Ran |OK|FAILED)|Error|assert" "$out/gpu_test.log" | head -60
   echo "tests: $(( $(date +%s) - t1 )) s"
 fi
