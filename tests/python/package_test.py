@@ -93,12 +93,18 @@ class PackageTest(unittest.TestCase):
         self.assertEqual(dflash_tune.missing_kernels("causal_conv1d", arch="sm_90", tokens=64, channels=96)[0][:6],
                          "conv1d")
 
-    def test_the_printed_command_is_accepted_by_the_packaged_binary(self):
+    def test_the_printed_command_runs_with_the_packaged_binary(self):
         missing = dflash_tune.missing_kernels("causal_conv1d", arch="sm_90", tokens=64, channels=96)
         argv = shlex.split(missing[0].split("fill it with: ", 1)[1])
-        # Everything but the work: --help after the arguments parses them and exits 0 without tuning.
-        r = subprocess.run([str(dflash_tune.binary())] + argv[1:] + ["--help"], capture_output=True, text=True)
+        self.assertEqual(argv[0], "dflash-tune")
+        # Exactly that command, with --compile-only (no GPU here): it compiles the key's variants (~40 s on 2 cores)
+        # and names the key's bucketed problem; a compile-only run publishes no winner, so the key stays missing.
+        r = subprocess.run([str(dflash_tune.binary())] + argv[1:] + ["--compile-only", "--json"], capture_output=True,
+                           text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('"compiled"', r.stdout)
+        self.assertIn("conv1d", r.stdout)
+        self.assertEqual(len(dflash_tune.missing_kernels("causal_conv1d", arch="sm_90", tokens=64, channels=96)), 1)
 
     def test_unknown_operation_and_dims_are_clear_errors(self):
         with self.assertRaisesRegex(ValueError, "unknown operation 'flex'"):
