@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -45,6 +46,11 @@ class KernelProvider {
   // By "<family>\n<bucket signature>": the resolved kernel and what keeps its module loaded.
   std::map<std::string, std::pair<ResolvedKernel, std::unique_ptr<LoadedKernel>>> loaded_;
 };
+
+// The cache entry of (family, the problem's bucket, arch): the lookup Get runs, for callers without a GPU of that
+// arch (the Python package's cache checks). NotFound naming the key and its WarmupCommandFor when absent.
+Result<cache::Entry> FindTuned(cache::KernelCache& cache, const KernelFamily& family, const Problem& problem,
+                               const std::string& arch);
 
 // The command that tunes exactly this problem into `cache_dir` for `arch`.
 std::string WarmupCommandFor(const KernelFamily& family, const Problem& problem, const std::string& arch,

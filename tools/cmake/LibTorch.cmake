@@ -3,11 +3,27 @@
 #   DFLASH_TORCH_DIR   the torch package directory; default: the CPU copy tools/scripts/install-deps.sh installs
 #                      under ~/.cache/dflash-tune (or $DFLASH_TORCH_HOME), else a python3 that can import torch.
 #   DFLASH_TORCH_CUDA  link torch's CUDA backend too (the GPU machine's wheel with its nvidia-* libraries).
+# The Python package's build (DFLASH_PYTHON_EXTENSION) takes the torch of the Python running it instead, found
+# through torch.utils.cmake_prefix_path, and links its CUDA backend whenever that torch has one.
 set(DFLASH_TORCH_VERSION 2.11.0)
 set(DFLASH_TORCH_DIR "" CACHE PATH "torch package directory (site-packages/torch) whose LibTorch the trainer uses")
 option(DFLASH_TORCH_CUDA "Link LibTorch's CUDA backend (libtorch_cuda, libc10_cuda)" OFF)
 
-if(NOT DFLASH_TORCH_DIR)
+if(DFLASH_PYTHON_EXTENSION)
+  find_package(Python 3.9 REQUIRED COMPONENTS Interpreter)
+  execute_process(COMMAND "${Python_EXECUTABLE}" -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
+                  OUTPUT_VARIABLE torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE torch_rc ERROR_QUIET)
+  if(NOT torch_rc EQUAL 0)
+    message(FATAL_ERROR "dflash_tune needs torch==${DFLASH_TORCH_VERSION} installed in the Python that builds it "
+                        "(${Python_EXECUTABLE} cannot import torch); install torch first, then build with "
+                        "pip install --no-build-isolation")
+  endif()
+  get_filename_component(torch_found "${torch_prefix}/../.." ABSOLUTE)  # site-packages/torch/share/cmake
+  set(DFLASH_TORCH_DIR "${torch_found}" CACHE PATH "" FORCE)
+  if(EXISTS "${DFLASH_TORCH_DIR}/lib/libtorch_cuda.so")
+    set(DFLASH_TORCH_CUDA ON CACHE BOOL "" FORCE)
+  endif()
+elseif(NOT DFLASH_TORCH_DIR)
   set(torch_home "$ENV{DFLASH_TORCH_HOME}")
   if(NOT torch_home)
     set(torch_home "$ENV{HOME}/.cache/dflash-tune/torch-${DFLASH_TORCH_VERSION}")

@@ -38,6 +38,30 @@ struct CachedKernelOps::State {
   };
   std::map<setup::OpShape::Key, ShapeKernels> by_shape;
 
+  std::optional<tuner::TuneOptions> tune_on_miss;  // SetTuneOnMiss
+
+  // Tunes `request` into the cache (single flight across processes); NotFound when no variant passed.
+  Result<tuner::KeyReport> Tune(const setup::KernelRequest& request, const tuner::TuneOptions& options) {
+    tuner::ThreadPool pool;
+    const tuner::Tuner tuner(cache, &ctx, pool);
+    DFLASH_ASSIGN_OR_RETURN(tuner::KeyReport report, tuner.Tune(*request.family, request.problem, options));
+    if (report.status == tuner::KeyStatus::kNoValidVariant || report.status == tuner::KeyStatus::kCompiledOnly) {
+      return NotFound("tuning " + request.operation + " (" + report.signature + ") gave no winner: " +
+                      tuner::KeyStatusName(report.status) + (report.note.empty() ? "" : ", " + report.note));
+    }
+    return report;
+  }
+
+  // The winner of `request`; with tune_on_miss a missing key is tuned first.
+  Result<tuner::ResolvedKernel> Resolve(const setup::KernelRequest& request) {
+    Result<tuner::ResolvedKernel> r = provider.Get(*request.family, request.problem);
+    if (r.ok() || !tune_on_miss || r.status().code() != ErrorCode::kNotFound) return r;
+    tuner::TuneOptions options = *tune_on_miss;
+    if (options.arch.empty()) options.arch = ctx.info().arch();
+    DFLASH_RETURN_IF_ERROR(Tune(request, options).status());
+    return provider.Get(*request.family, request.problem);
+  }
+
   // Kernel `index` of `shape` and its operation's name; a missing key or a bad entry is a c10::Error naming the
   // warmup command.
   std::pair<const tuner::LoadedVariant&, const std::string&> Winner(const setup::OpShape& shape,
@@ -47,7 +71,7 @@ struct CachedKernelOps::State {
     if (it == by_shape.end()) {
       ShapeKernels kernels;
       for (const setup::KernelRequest& request : setup::KernelRequestsFor(shape)) {
-        Result<tuner::ResolvedKernel> r = provider.Get(*request.family, request.problem);
+        Result<tuner::ResolvedKernel> r = Resolve(request);
         TORCH_CHECK(r.ok(), "CachedKernelOps ", request.operation, ": ", r.status().ToString());
         kernels.operations.push_back(request.operation);
         kernels.variants.push_back(r->variant);
@@ -189,9 +213,73 @@ void CheckAttentionInputs(const CachedKernelOps::State& state, const torch::Tens
               ", ", v.sizes());
 }
 
-// The drafter attention as an autograd function: forward = the attention_fwd winner (O and LSE saved), backward =
-// the attention_bwd winner on the same problem. doc_start: int32 [N] on q's device, or empty (no bound; an empty
-// tensor rather than an undefined one: autograd::Function asks every tensor argument for its device).
+// The device tensors of a DraftMask the kernels read: int32 anchors, uint8 valid, int32 doc_start (empty: no bound;
+// an empty tensor rather than an undefined one, as autograd::Function asks every tensor argument for its device).
+struct DeviceMask {
+  torch::Tensor anchors, valid, doc_start;
+};
+
+DeviceMask CheckedDeviceMask(const CachedKernelOps::State& state, const torch::Tensor& q, const torch::Tensor& k,
+                             const torch::Tensor& v, const DraftMask& mask) {
+  CheckAttentionInputs(state, q, k, v);
+  TORCH_CHECK(mask.anchors.defined() && mask.anchors.dim() == 1 && mask.valid.defined() &&
+                  mask.valid.sizes() == mask.anchors.sizes(),
+              "CachedKernelOps::DraftAttention: anchors and valid must be [N]");
+  TORCH_CHECK(q.size(0) == mask.anchors.size(0) * mask.block_size && k.size(0) == mask.context_len + q.size(0),
+              "CachedKernelOps::DraftAttention: q rows ", q.size(0), " / kv rows ", k.size(0), " do not match ",
+              mask.anchors.size(0), " blocks of ", mask.block_size, " after ", mask.context_len, " context rows");
+  DeviceMask m;
+  m.anchors = mask.anchors.to(q.device(), torch::kInt).contiguous();
+  m.valid = mask.valid.to(q.device(), torch::kUInt8).contiguous();
+  m.doc_start = torch::empty({0}, m.anchors.options());
+  if (mask.doc_start.defined()) {
+    TORCH_CHECK(mask.doc_start.sizes() == mask.anchors.sizes(),
+                "CachedKernelOps::DraftAttention: doc_start must be [N] like anchors, got ", mask.doc_start.sizes());
+    m.doc_start = mask.doc_start.to(q.device(), torch::kInt).contiguous();
+  }
+  return m;
+}
+
+setup::OpShape DraftShape(const torch::Tensor& q, const torch::Tensor& k, const DeviceMask& m,
+                          std::int64_t context_len, std::int64_t block_size, std::int64_t window) {
+  return setup::OpShape::DraftAttention(context_len, m.anchors.size(0), block_size, window, q.size(1), k.size(1),
+                                        q.size(2), m.doc_start.numel() > 0);
+}
+
+// The drafter attention's forward: the attention_fwd winner -> {o, lse}. q, k, v contiguous.
+std::pair<torch::Tensor, torch::Tensor> DraftForward(CachedKernelOps::State& state, const torch::Tensor& q,
+                                                     const torch::Tensor& k, const torch::Tensor& v,
+                                                     const DeviceMask& m, std::int64_t context_len,
+                                                     std::int64_t block_size, std::int64_t window, double scale) {
+  const setup::OpShape shape = DraftShape(q, k, m, context_len, block_size, window);
+  return AttentionForward(state, shape, shape.attention, q, k, v, Ptr(m.anchors), Ptr(m.valid),
+                          DocStartPtr(m.doc_start), 0, scale);
+}
+
+// Its backward: the attention_bwd winner on the same problem -> {dq, dk, dv}.
+std::array<torch::Tensor, 3> DraftBackward(CachedKernelOps::State& state, const torch::Tensor& dout_in,
+                                           const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                           const torch::Tensor& o, const torch::Tensor& lse, const DeviceMask& m,
+                                           std::int64_t context_len, std::int64_t block_size, std::int64_t window,
+                                           double scale) {
+  const setup::OpShape shape = DraftShape(q, k, m, context_len, block_size, window);
+  const auto [winner, operation] = state.Winner(shape, /*index=*/1);  // the backward (KernelRequestsFor's order)
+  const auto dout = dout_in.to(torch::kBFloat16).contiguous();
+  auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
+  const std::size_t bytes = attention::BackwardWorkspaceBytes(shape.attention, winner.config);
+  auto workspace = torch::empty({static_cast<std::int64_t>(bytes)}, q.options().dtype(torch::kByte));
+  attention::AttentionArgs a;
+  a.problem = shape.attention;
+  a.q = Rows(q), a.k = Rows(k), a.v = Rows(v), a.o = Rows(o), a.dout = Rows(dout);
+  a.dq = Rows(dq), a.dk = Rows(dk), a.dv = Rows(dv);
+  a.lse = Ptr(lse);
+  a.anchors = Ptr(m.anchors), a.block_valid = Ptr(m.valid), a.doc_start = DocStartPtr(m.doc_start);
+  a.scale = static_cast<float>(scale);
+  Check(attention::LaunchBackward(winner, a, Ptr(workspace), bytes, CurrentStream(state, q.device())), operation);
+  return {dq, dk, dv};
+}
+
+// The drafter attention as an autograd function: DraftForward (O and LSE saved), DraftBackward.
 class DraftAttentionFunction : public torch::autograd::Function<DraftAttentionFunction> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
@@ -199,10 +287,7 @@ class DraftAttentionFunction : public torch::autograd::Function<DraftAttentionFu
                                const torch::Tensor& doc_start, std::int64_t state_address, std::int64_t context_len,
                                std::int64_t block_size, std::int64_t window, double scale) {
     auto& state = *reinterpret_cast<CachedKernelOps::State*>(state_address);
-    const setup::OpShape shape = setup::OpShape::DraftAttention(context_len, anchors.size(0), block_size, window,
-                                                                q.size(1), k.size(1), q.size(2), doc_start.numel() > 0);
-    auto [o, lse] = AttentionForward(state, shape, shape.attention, q, k, v, Ptr(anchors), Ptr(valid),
-                                     DocStartPtr(doc_start), 0, scale);
+    auto [o, lse] = DraftForward(state, q, k, v, {anchors, valid, doc_start}, context_len, block_size, window, scale);
     ctx->save_for_backward({q, k, v, o, lse, anchors, valid, doc_start});
     ctx->saved_data["state"] = state_address;
     ctx->saved_data["context_len"] = context_len;
@@ -215,26 +300,11 @@ class DraftAttentionFunction : public torch::autograd::Function<DraftAttentionFu
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &k = saved[1], &v = saved[2], &o = saved[3], &lse = saved[4];
-    const auto &anchors = saved[5], &valid = saved[6], &doc_start = saved[7];
     auto& state = *reinterpret_cast<CachedKernelOps::State*>(ctx->saved_data["state"].toInt());
-    const setup::OpShape shape = setup::OpShape::DraftAttention(ctx->saved_data["context_len"].toInt(), anchors.size(0),
-                                                  ctx->saved_data["block_size"].toInt(),
-                                                  ctx->saved_data["window"].toInt(), q.size(1), k.size(1), q.size(2),
-                                                  doc_start.numel() > 0);
-    const auto [winner, operation] = state.Winner(shape, /*index=*/1);  // the backward (KernelRequestsFor's order)
-    const auto dout = grads[0].to(torch::kBFloat16).contiguous();
-    auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
-    const std::size_t bytes = attention::BackwardWorkspaceBytes(shape.attention, winner.config);
-    auto workspace = torch::empty({static_cast<std::int64_t>(bytes)}, q.options().dtype(torch::kByte));
-    attention::AttentionArgs a;
-    a.problem = shape.attention;
-    a.q = Rows(q), a.k = Rows(k), a.v = Rows(v), a.o = Rows(o), a.dout = Rows(dout);
-    a.dq = Rows(dq), a.dk = Rows(dk), a.dv = Rows(dv);
-    a.lse = Ptr(lse);
-    a.anchors = Ptr(anchors), a.block_valid = Ptr(valid), a.doc_start = DocStartPtr(doc_start);
-    a.scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
-    Check(attention::LaunchBackward(winner, a, Ptr(workspace), bytes, CurrentStream(state, q.device())), operation);
+    auto [dq, dk, dv] = DraftBackward(state, grads[0], saved[0], saved[1], saved[2], saved[3], saved[4],
+                                      {saved[5], saved[6], saved[7]}, ctx->saved_data["context_len"].toInt(),
+                                      ctx->saved_data["block_size"].toInt(), ctx->saved_data["window"].toInt(),
+                                      ctx->saved_data["scale"].toDouble());
     return {dq, dk, dv, {}, {}, {}, {}, {}, {}, {}, {}};
   }
 };
@@ -302,17 +372,11 @@ Result<std::vector<KernelUse>> CachedKernelOps::TuneMissing(const std::vector<se
     if (r.status().code() != ErrorCode::kNotFound) return r.status().WithContext(request.operation);
     if (missing_seen.insert(r.status().message()).second) missing.push_back(&request);
   }
-  tuner::ThreadPool pool;
-  const tuner::Tuner tuner(state_->cache, &state_->ctx, pool);
   const auto started = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < missing.size(); ++i) {
     const setup::KernelRequest& request = *missing[i];
     if (log) *log << "tuning " << i + 1 << "/" << missing.size() << ": " << request.operation << std::endl;
-    DFLASH_ASSIGN_OR_RETURN(tuner::KeyReport report, tuner.Tune(*request.family, request.problem, options));
-    if (report.status == tuner::KeyStatus::kNoValidVariant || report.status == tuner::KeyStatus::kCompiledOnly) {
-      return NotFound("tuning " + request.operation + " (" + report.signature + ") gave no winner: " +
-                      tuner::KeyStatusName(report.status) + (report.note.empty() ? "" : ", " + report.note));
-    }
+    DFLASH_ASSIGN_OR_RETURN(tuner::KeyReport report, state_->Tune(request, options));
     if (log) {
       const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       *log << "  " << tuner::KeyStatusName(report.status) << " " << report.family << " " << report.signature << ": "
@@ -324,27 +388,45 @@ Result<std::vector<KernelUse>> CachedKernelOps::TuneMissing(const std::vector<se
   return Prepare(requests);
 }
 
+void CachedKernelOps::SetTuneOnMiss(std::optional<tuner::TuneOptions> options) {
+  state_->tune_on_miss = std::move(options);
+}
+
 torch::Tensor CachedKernelOps::DraftAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                               const DraftMask& mask, double scale) {
-  CheckAttentionInputs(*state_, q, k, v);
-  TORCH_CHECK(mask.anchors.defined() && mask.anchors.dim() == 1 && mask.valid.defined() &&
-                  mask.valid.sizes() == mask.anchors.sizes(),
-              "CachedKernelOps::DraftAttention: anchors and valid must be [N]");
-  TORCH_CHECK(q.size(0) == mask.anchors.size(0) * mask.block_size && k.size(0) == mask.context_len + q.size(0),
-              "CachedKernelOps::DraftAttention: q rows ", q.size(0), " / kv rows ", k.size(0), " do not match ",
-              mask.anchors.size(0), " blocks of ", mask.block_size, " after ", mask.context_len, " context rows");
+  const DeviceMask m = CheckedDeviceMask(*state_, q, k, v, mask);
   const c10::DeviceGuard guard(q.device());
-  const auto anchors = mask.anchors.to(q.device(), torch::kInt).contiguous();
-  const auto valid = mask.valid.to(q.device(), torch::kUInt8).contiguous();
-  torch::Tensor doc_start = torch::empty({0}, anchors.options());  // empty: one document per row
-  if (mask.doc_start.defined()) {
-    TORCH_CHECK(mask.doc_start.sizes() == mask.anchors.sizes(),
-                "CachedKernelOps::DraftAttention: doc_start must be [N] like anchors, got ", mask.doc_start.sizes());
-    doc_start = mask.doc_start.to(q.device(), torch::kInt).contiguous();
-  }
-  return DraftAttentionFunction::apply(q.contiguous(), k.contiguous(), v.contiguous(), anchors, valid, doc_start,
-                                       reinterpret_cast<std::int64_t>(state_.get()), mask.context_len,
+  return DraftAttentionFunction::apply(q.contiguous(), k.contiguous(), v.contiguous(), m.anchors, m.valid,
+                                       m.doc_start, reinterpret_cast<std::int64_t>(state_.get()), mask.context_len,
                                        std::int64_t{mask.block_size}, mask.window, scale);
+}
+
+std::pair<torch::Tensor, torch::Tensor> CachedKernelOps::DraftAttentionForward(const torch::Tensor& q,
+                                                                               const torch::Tensor& k,
+                                                                               const torch::Tensor& v,
+                                                                               const DraftMask& mask, double scale) {
+  const DeviceMask m = CheckedDeviceMask(*state_, q, k, v, mask);
+  const c10::DeviceGuard guard(q.device());
+  const torch::NoGradGuard no_grad;
+  return DraftForward(*state_, q.contiguous(), k.contiguous(), v.contiguous(), m, mask.context_len, mask.block_size,
+                      mask.window, scale);
+}
+
+std::array<torch::Tensor, 3> CachedKernelOps::DraftAttentionBackward(const torch::Tensor& dout, const torch::Tensor& q,
+                                                                     const torch::Tensor& k, const torch::Tensor& v,
+                                                                     const torch::Tensor& o, const torch::Tensor& lse,
+                                                                     const DraftMask& mask, double scale) {
+  const DeviceMask m = CheckedDeviceMask(*state_, q, k, v, mask);
+  CheckOnDevice(*state_, o, "o", torch::kBFloat16);
+  CheckOnDevice(*state_, lse, "lse", torch::kFloat);
+  TORCH_CHECK(o.sizes() == q.sizes() && dout.sizes() == q.sizes() &&
+                  lse.sizes() == torch::IntArrayRef({1, q.size(1), q.size(0)}),
+              "CachedKernelOps::DraftAttentionBackward: dout and o must be shaped like q ", q.sizes(),
+              ", lse [1, Hq, rows]");
+  const c10::DeviceGuard guard(q.device());
+  const torch::NoGradGuard no_grad;
+  return DraftBackward(*state_, dout, q.contiguous(), k.contiguous(), v.contiguous(), o.contiguous(),
+                       lse.contiguous(), m, mask.context_len, mask.block_size, mask.window, scale);
 }
 
 torch::Tensor CachedKernelOps::CausalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

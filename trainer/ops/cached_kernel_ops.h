@@ -9,13 +9,19 @@
 // Packed rows: a DraftMask with doc_start (per-block document starts) runs the packed-rows variant of the drafter
 // attention (problem doc_bound, a key of its own; the training setup lists it for --rows pack), forward and backward.
 // Needs LibTorch's CUDA backend (-DDFLASH_TORCH_CUDA=ON); without it Create() fails with Unsupported.
-// Who may call: the models through Ops, the training setup (Create, Prepare, TuneMissing). Thread-safety: one
-// training thread per object (as Ops); the cache and provider underneath are thread-safe.
+// The drafter attention's two halves (DraftAttentionForward / DraftAttentionBackward) serve callers that own the
+// autograd themselves (the Python package's operators, python/); SetTuneOnMiss makes a launch whose key is missing
+// tune it in place (single flight across processes) instead of failing.
+// Who may call: the models through Ops, the training setup (Create, Prepare, TuneMissing), the Python package's
+// operators. Thread-safety: one thread at a time per object (as Ops); the cache and provider underneath are
+// thread-safe.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,11 +61,24 @@ class CachedKernelOps final : public Ops {
   Result<std::vector<KernelUse>> TuneMissing(const std::vector<setup::KernelRequest>& requests,
                                              tuner::TuneOptions options, std::ostream* log = nullptr);
 
+  // From now on a launch whose key is missing tunes it first (options.arch defaults to this device's arch);
+  // nullopt restores the default, a missing key is a c10::Error naming its warmup command.
+  void SetTuneOnMiss(std::optional<tuner::TuneOptions> options);
+
   std::string name() const override { return "cached_kernels"; }
   const gpu::DeviceInfo& device_info() const;
 
   torch::Tensor DraftAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const DraftMask& mask, double scale) override;
+  // DraftAttention's forward alone: {o [N*B, Hq, D], lse fp32 [1, Hq, N*B]} (no autograd), and its backward:
+  // {dq, dk, dv} from dout and the forward's o and lse.
+  std::pair<torch::Tensor, torch::Tensor> DraftAttentionForward(const torch::Tensor& q, const torch::Tensor& k,
+                                                                const torch::Tensor& v, const DraftMask& mask,
+                                                                double scale);
+  std::array<torch::Tensor, 3> DraftAttentionBackward(const torch::Tensor& dout, const torch::Tensor& q,
+                                                      const torch::Tensor& k, const torch::Tensor& v,
+                                                      const torch::Tensor& o, const torch::Tensor& lse,
+                                                      const DraftMask& mask, double scale);
   torch::Tensor CausalAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 const torch::Tensor& cu_seqlens, double scale) override;
   torch::Tensor CausalConv1dSilu(const torch::Tensor& x, const torch::Tensor& weight,
