@@ -1,7 +1,8 @@
 // The walk every dK/dV kernel block does (AttnBwdKv, AttnBwdKv2d): load its K and V tiles, classify every query
 // tile against its kv tile, then visit the non-empty (query head of the GQA group, query tile) items in order with
 // Q, dO, LSE (log2 units, +inf for rows that see nothing), delta and row spans of each item in shared memory
-// (cp.async for the tiles; STAGES = 2 prefetches the next item while the current one runs).
+// (cp.async for the tiles; STAGES = 2 prefetches the next item while the current one runs). The tile layout is the
+// caller's (a TileCopy policy: SwzTileCopy, the portable kernels' XOR swizzle, or the Hopper tier's 128-byte one).
 // Who may include it: the attention backward kernels (device code only). Thread-safety: n/a (device code).
 #pragma once
 
@@ -44,10 +45,25 @@ struct BwdItem {
   const RowSpan* span;
 };
 
+// The portable kernels' tile copies (Swz layout). A TileCopy policy supplies LoadKv (the block's K / V tiles),
+// LoadQuery (the per-item Q / dO tiles; ALL_ROWS: valid_rows >= ROWS) and Landed (run by every thread after its
+// copies completed, before the barrier that publishes them).
+struct SwzTileCopy {
+  template <int ROWS, int COLS, int NT>
+  static __device__ __forceinline__ void LoadKv(bf16* smem, const bf16* gmem, long long row_stride, int valid_rows,
+                                                int tid) {
+    LoadTileAsync<ROWS, COLS, NT>(smem, gmem, row_stride, valid_rows, tid);
+  }
+  template <int ROWS, int COLS, int NT, bool ALL_ROWS>
+  static __device__ __forceinline__ void LoadQuery(bf16* smem, const bf16* gmem, long long row_stride,
+                                                   int valid_rows, int tid);
+  static __device__ __forceinline__ void Landed() {}
+};
+
 // Finds the block's batch and kv head hk and stores them for BwdBlockBatch / BwdBlockHead, loads its K and V
 // tiles (kv rows [k0, k0 + BN) of kv head hk) and classifies every query tile; ends with a barrier (after which
 // BwdBlockBatch / BwdBlockHead are valid; the K/V copies complete at the walk's first wait).
-template <int D, int BM, int BN, int NT>
+template <int D, int BM, int BN, int NT, typename TileCopy = SwzTileCopy>
 __device__ __forceinline__ void BwdLoadKvAndClassify(const AttnParams& p, const MaskParams& m, bf16* sK, bf16* sV,
                                                      unsigned char* cls, int k0, int tid) {
   int b, hk;
@@ -57,9 +73,9 @@ __device__ __forceinline__ void BwdLoadKvAndClassify(const AttnParams& p, const 
     gBwdBlockBatchHead[1] = hk;
   }
   const int Skv = m.seq_kv, nqt = (m.seq_q + BM - 1) / BM;
-  LoadTileAsync<BN, D, NT>(sK, static_cast<const bf16*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride + k0 * p.k_seq_stride,
+  TileCopy::template LoadKv<BN, D, NT>(sK, static_cast<const bf16*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride + k0 * p.k_seq_stride,
                            p.k_seq_stride, Skv - k0, tid);
-  LoadTileAsync<BN, D, NT>(sV, static_cast<const bf16*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride + k0 * p.v_seq_stride,
+  TileCopy::template LoadKv<BN, D, NT>(sV, static_cast<const bf16*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride + k0 * p.v_seq_stride,
                            p.v_seq_stride, Skv - k0, tid);
   cp_async_commit_group();
   for (int t = tid; t < nqt; t += NT) cls[t] = static_cast<unsigned char>(ClassifyTile(m, b, t * BM, t * BM + BM, k0, k0 + BN));
@@ -77,6 +93,11 @@ __device__ __forceinline__ void BwdLoadQueryTile(bf16* smem, const bf16* gmem, l
   else
     LoadTileAsync<BM, D, NT>(smem, gmem, row_stride, valid_rows, tid);
 }
+template <int ROWS, int COLS, int NT, bool ALL_ROWS>
+__device__ __forceinline__ void SwzTileCopy::LoadQuery(bf16* smem, const bf16* gmem, long long row_stride,
+                                                       int valid_rows, int tid) {
+  BwdLoadQueryTile<ROWS, COLS, NT, ALL_ROWS>(smem, gmem, row_stride, valid_rows, tid);
+}
 
 // Issues the cp.async loads of the item (query head h, query tile qt) into buffer `stage`: the Q and dO tiles and
 // the raw per-row LSE and delta (4-byte copies; rows past seq_q get LSE -inf, delta 0), and fills that buffer's row
@@ -86,7 +107,7 @@ __device__ __forceinline__ void BwdLoadQueryTile(bf16* smem, const bf16* gmem, l
 // FULL_TILE_PATH: a query tile with all its rows takes copies without the row check (one uniform branch, two copies
 // of the code); the 2-D kernel's choice (with it the 1-D AttnBwdKv<128,64,64,4,1,3,true> spills 8 B on sm_120, so
 // the 1-D kernel keeps the single path).
-template <int D, int BM, int NT, bool FULL_TILE_PATH>
+template <int D, int BM, int NT, bool FULL_TILE_PATH, typename TileCopy = SwzTileCopy>
 __device__ __forceinline__ void BwdLoadItem(const AttnParams& p, const MaskParams& m, const BwdItemBuffers& buf, int h,
                                             int qt, int stage, int tid) {
   const int Sq = m.seq_q, b = BwdBlockBatch();
@@ -96,11 +117,11 @@ __device__ __forceinline__ void BwdLoadItem(const AttnParams& p, const MaskParam
   const bf16* gdo =
       static_cast<const bf16*>(p.dout) + bw * p.do_batch_stride + hw * p.do_head_stride + q0w * p.do_seq_stride;
   if (FULL_TILE_PATH && q0 + BM <= Sq) {  // uniform: every query tile but the last has all its rows
-    BwdLoadQueryTile<BM, D, NT, true>(buf.q + stage * BM * D, gq, p.q_seq_stride, Sq - q0, tid);
-    BwdLoadQueryTile<BM, D, NT, true>(buf.dout + stage * BM * D, gdo, p.do_seq_stride, Sq - q0, tid);
+    TileCopy::template LoadQuery<BM, D, NT, true>(buf.q + stage * BM * D, gq, p.q_seq_stride, Sq - q0, tid);
+    TileCopy::template LoadQuery<BM, D, NT, true>(buf.dout + stage * BM * D, gdo, p.do_seq_stride, Sq - q0, tid);
   } else {
-    BwdLoadQueryTile<BM, D, NT, false>(buf.q + stage * BM * D, gq, p.q_seq_stride, Sq - q0, tid);
-    BwdLoadQueryTile<BM, D, NT, false>(buf.dout + stage * BM * D, gdo, p.do_seq_stride, Sq - q0, tid);
+    TileCopy::template LoadQuery<BM, D, NT, false>(buf.q + stage * BM * D, gq, p.q_seq_stride, Sq - q0, tid);
+    TileCopy::template LoadQuery<BM, D, NT, false>(buf.dout + stage * BM * D, gdo, p.do_seq_stride, Sq - q0, tid);
   }
 #pragma unroll
   for (int r0 = 0; r0 < BM; r0 += NT) {  // the same rows per thread as BwdFinishItemRows; a fixed trip count
@@ -158,7 +179,7 @@ __device__ __forceinline__ BwdWalkPos BwdAdvance(BwdWalkPos pos, int nqt, int qt
 // Visits the block's non-empty items (the query heads of kv head BwdBlockHead()) in order: body(const BwdItem&)
 // runs after a barrier that makes the item's buffers visible, and is followed by a barrier after which its buffers
 // may be refilled. All threads call it, after BwdLoadKvAndClassify. FULL_TILE_PATH: see BwdLoadItem.
-template <int D, int BM, int NT, int STAGES, bool FULL_TILE_PATH, typename Body>
+template <int D, int BM, int NT, int STAGES, bool FULL_TILE_PATH, typename TileCopy = SwzTileCopy, typename Body>
 __device__ __forceinline__ void BwdForEachItem(const AttnParams& p, const MaskParams& m, const BwdItemBuffers& buf,
                                                int tid, Body&& body) {
   static_assert(STAGES == 1 || STAGES == 2, "1 or 2 query-tile buffers");
@@ -166,24 +187,25 @@ __device__ __forceinline__ void BwdForEachItem(const AttnParams& p, const MaskPa
   const int h0 = BwdBlockHead() * G;
   BwdWalkPos it = BwdNextNonEmpty(buf.cls, BwdWalkPos{0, 0}, G, nqt);
   const int qt_first = it.qt;  // with it.gi == 0, or no item at all
-  if (it.gi < G) BwdLoadItem<D, BM, NT, FULL_TILE_PATH>(p, m, buf, h0 + it.gi, it.qt, 0, tid);
+  if (it.gi < G) BwdLoadItem<D, BM, NT, FULL_TILE_PATH, TileCopy>(p, m, buf, h0 + it.gi, it.qt, 0, tid);
   int stage = 0;
   while (it.gi < G) {
     const BwdWalkPos itn = BwdNextNonEmpty(buf.cls, BwdAdvance(it, nqt, qt_first), G, nqt);
     if (STAGES > 1 && itn.gi < G) {
-      BwdLoadItem<D, BM, NT, FULL_TILE_PATH>(p, m, buf, h0 + itn.gi, itn.qt, stage ^ 1, tid);
+      BwdLoadItem<D, BM, NT, FULL_TILE_PATH, TileCopy>(p, m, buf, h0 + itn.gi, itn.qt, stage ^ 1, tid);
       cp_async_wait_group<1>();
     } else {
       cp_async_wait_group<0>();
     }
     BwdFinishItemRows<BM, NT>(buf, stage, tid);
+    TileCopy::Landed();
     __syncthreads();
     const BwdItem item{h0 + it.gi, it.qt * BM, buf.cls[it.qt] == kTileFull,
                        buf.q + stage * BM * D, buf.dout + stage * BM * D, buf.lse + stage * BM,
                        buf.delta + stage * BM, buf.span + stage * BM};
     body(item);
     __syncthreads();  // this stage's buffers may be refilled now
-    if (STAGES == 1 && itn.gi < G) BwdLoadItem<D, BM, NT, FULL_TILE_PATH>(p, m, buf, h0 + itn.gi, itn.qt, 0, tid);
+    if (STAGES == 1 && itn.gi < G) BwdLoadItem<D, BM, NT, FULL_TILE_PATH, TileCopy>(p, m, buf, h0 + itn.gi, itn.qt, 0, tid);
     it = itn;
     stage = STAGES > 1 ? stage ^ 1 : 0;  // 0, 1, 0, ...: no signed modulo
   }

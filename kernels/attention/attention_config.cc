@@ -54,7 +54,10 @@ std::vector<tuner::TunableParam> BackwardParams() {
            "block_m 64, dq_mode 0)"},
           {"head_groups", {0, 1},
            "dK/dV launch: 0 = every kv head in flight; 1 = kv heads in groups whose Q / dO / dQ working set fits "
-           "~32 MiB of L2 (attention_schedule.cuh)"}};
+           "~32 MiB of L2 (attention_schedule.cuh)"},
+          {"kernel", {0, 1},
+           "0: mma.sync (the portable tier, warp_layout picks the kernel); 1: wgmma (AttnBwdWgmma, the Hopper tier: "
+           "sm_90a only; one warpgroup per 64 kv rows, block_m 64 or 128, dq_mode 0, warp_layout 1)"}};
 }
 
 int BackwardHeadsPerGroup(const tuner::Config& c, const ProblemSpec& p) {
@@ -74,7 +77,8 @@ bool UsesDqAccumulator(const tuner::Config& config) { return Get(config, "dq_mod
 bool IsHopperTier(const tuner::Config& config) { return Get(config, "kernel") >= 1; }
 
 std::string ArchInvalidReason(const tuner::Config& config, std::string_view arch) {
-  if (IsHopperTier(config) && arch != "sm_90a") return "the wgmma kernel (kernel=1) needs sm_90a, not " + std::string(arch);
+  if (IsHopperTier(config) && arch != "sm_90a")
+    return "a wgmma kernel (kernel >= 1) needs sm_90a, not " + std::string(arch);
   return "";
 }
 
@@ -112,8 +116,9 @@ std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
 std::string BackwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
   const int bm = Get(c, "block_m"), bn = Get(c, "block_n"), st = Get(c, "stages"), dq = Get(c, "dq_mode");
   const int layout = WarpLayout(c);
-  if (c.size() != 4 + (c.count("warp_layout") ? 1u : 0u) + (c.count("head_groups") ? 1u : 0u))
-    return "backward config needs exactly block_m, block_n, stages, dq_mode (and optionally warp_layout, head_groups)";
+  if (c.size() != 4 + (c.count("warp_layout") ? 1u : 0u) + (c.count("head_groups") ? 1u : 0u) + (c.count("kernel") ? 1u : 0u))
+    return "backward config needs exactly block_m, block_n, stages, dq_mode (and optionally warp_layout, head_groups, "
+           "kernel)";
   if (p.head_dim != 64 && p.head_dim != 128) return "backward supports head_dim 64 and 128";
   if (bm < 16 || bm > 128 || bm % 16 != 0) return "block_m must be a multiple of 16 in 16..128";
   if (bn != 64 && bn != 128) return "block_n must be 64 or 128";
@@ -121,6 +126,15 @@ std::string BackwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) 
   if (dq != 0 && dq != 1) return "dq_mode must be 0 or 1";
   if (layout != 1 && layout != 2) return "warp_layout must be 1 or 2";
   if (Get(c, "head_groups") != 0 && Get(c, "head_groups") != 1) return "head_groups must be 0 or 1";
+  if (Get(c, "kernel") != 0 && Get(c, "kernel") != 1) return "backward kernel must be 0 or 1";
+  if (IsHopperTier(c)) {
+    if (bm != 64 && bm != 128) return "the wgmma backward needs block_m 64 or 128";
+    if (dq != 0) return "the wgmma backward accumulates dQ with atomics (dq_mode 0)";
+    if (layout != 1) return "the wgmma backward has its own layout: warp_layout must be 1 (or absent)";
+    if (bm > bn) return "the wgmma backward splits dQ's query rows among block_n / 64 warpgroups: block_m <= block_n";
+    if (static_cast<int>(p.head_dim) * (bm / 64) / (bn / 64) % 64 != 0)
+      return "the wgmma backward's dQ columns per warpgroup must be a multiple of 64";
+  }
   // The 2-D layout uses (block_n / 32) * (block_m / 32) warps; the launch gives block_n / 16.
   if (layout == 2 && bm != 64) return "warp_layout 2 needs block_m 64 (warps = block_n / 16)";
   if (layout == 2 && dq != 0) return "warp_layout 2 accumulates dQ with atomics (dq_mode 0)";
@@ -163,7 +177,10 @@ std::vector<KernelLaunch> BackwardLaunches(const tuner::Config& c, const Problem
   pre.threads = 128;
   out.push_back(pre);
   KernelLaunch kv;
-  if (WarpLayout(c) == 2) {
+  if (IsHopperTier(c)) {
+    kv.name_expression = Expr("AttnBwdWgmma", {d, bm, bn, st, p.compiled_mask()});
+    kv.shared_bytes = static_cast<unsigned>(dflash_attn::BwdSmemBytes(d, bm, bn, st));  // the same buffers
+  } else if (WarpLayout(c) == 2) {
     kv.name_expression = Expr("AttnBwdKv2d", {d, bm, bn, bn / 16, st, p.compiled_mask()});
     kv.shared_bytes = static_cast<unsigned>(dflash_attn::Bwd2dSmemBytes(d, bm, bn, st));
   } else {
@@ -176,7 +193,7 @@ std::vector<KernelLaunch> BackwardLaunches(const tuner::Config& c, const Problem
   kv.grid_x = static_cast<unsigned>(hg);
   kv.grid_y = CeilDiv(p.seq_kv, bn);
   kv.grid_z = static_cast<unsigned>(p.heads_kv / hg * p.batch);
-  kv.threads = static_cast<unsigned>(bn / 16 * 32);
+  kv.threads = static_cast<unsigned>(bn / 16 * 32);  // AttnBwdWgmma too: one warpgroup per 64 kv rows
   out.push_back(kv);
   if (dq == 0) {
     KernelLaunch cv = pre;

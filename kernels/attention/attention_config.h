@@ -9,7 +9,8 @@
 // dQ pass of tile block_m x 64 that recomputes P and dP, deterministic, no accumulator), warp_layout (1: each
 // warp owns 16 kv rows, AttnBwdKv; 2: FlashAttention-2's 2-D layout, AttnBwdKv2d, block_m 64 and dq_mode 0 only;
 // a config without warp_layout means 1), head_groups (0: the dK/dV kernel's grid (kv heads, tiles, batch); 1: kv
-// heads in groups run one after another, grid (heads per group, tiles, groups * batch); none means 0).
+// heads in groups run one after another, grid (heads per group, tiles, groups * batch); none means 0), kernel (0:
+// the portable tier; 1: AttnBwdWgmma on wgmma, the Hopper tier, sm_90a only, dq_mode 0; none means 0).
 // Who may call it: the families, the API, tests. Thread-safety: pure functions.
 #pragma once
 
@@ -45,7 +46,8 @@ std::string BackwardInvalidReason(const tuner::Config& config, const ProblemSpec
 // largest divisor of heads_kv whose Q / dO (/ dQ accumulator) rows fit 32 MiB, at least 1.
 int BackwardHeadsPerGroup(const tuner::Config& config, const ProblemSpec& problem);
 
-// True for a config of the Hopper tier (kernel 1 or 2: compiled for sm_90a only, from attention_kernels_sm90a.cu).
+// True for a config of the Hopper tier (forward kernel 1 or 2, backward kernel 1: compiled for sm_90a only, from
+// attention_kernels_sm90a.cu).
 bool IsHopperTier(const tuner::Config& config);
 // Empty when the config can be built for `arch`; the Hopper tier's reason otherwise.
 std::string ArchInvalidReason(const tuner::Config& config, std::string_view arch);

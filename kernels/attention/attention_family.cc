@@ -30,17 +30,21 @@ class AttentionFamily final : public kernels::SpecFamily<ProblemSpec> {
   // for every mask kind on the portable tier, and the Hopper tier's 128 x 128, 2 stages, first (it is skipped where
   // the arch is not sm_90a); backward FA2's 2-D warp layout at 64 x 128 (2 stages for DFlash full 512 with every kv
   // head in flight and for causal in L2-sized head groups; 1 stage, head groups for DFlash full 128) and 64 x 64
-  // (1 stage) for the sliding layers.
+  // (1 stage) for the sliding layers, after the Hopper tier's wgmma backward at 64 x 128 and 64 x 64 (2 stages).
   std::vector<tuner::Config> SeedConfigs(const tuner::Problem&) const override {
     if (dir_ == Direction::kForward)
       return {{{"block_m", 128}, {"block_n", 128}, {"warps", 4}, {"stages", 3}, {"kernel", 2}},
               {{"block_m", 128}, {"block_n", 128}, {"warps", 4}, {"stages", 2}, {"kernel", 1}},
               {{"block_m", 128}, {"block_n", 64}, {"warps", 4}, {"stages", 2}, {"kernel", 0}}};
     auto bwd = [](int block_n, int stages, int head_groups) {
-      return tuner::Config{{"block_m", 64},    {"block_n", block_n}, {"stages", stages},
-                           {"dq_mode", 0},     {"warp_layout", 2},   {"head_groups", head_groups}};
+      return tuner::Config{{"block_m", 64}, {"block_n", block_n},      {"stages", stages}, {"dq_mode", 0},
+                           {"warp_layout", 2}, {"head_groups", head_groups}, {"kernel", 0}};
     };
-    return {bwd(128, 2, 0), bwd(128, 2, 1), bwd(128, 1, 1), bwd(64, 1, 0)};
+    auto hopper_bwd = [](int block_n, int stages) {
+      return tuner::Config{{"block_m", 64}, {"block_n", block_n}, {"stages", stages}, {"dq_mode", 0},
+                           {"warp_layout", 1}, {"head_groups", 0},  {"kernel", 1}};
+    };
+    return {hopper_bwd(128, 2), hopper_bwd(64, 2), bwd(128, 2, 0), bwd(128, 2, 1), bwd(128, 1, 1), bwd(64, 1, 0)};
   }
 
   tuner::CompileSpec MakeCompileSpec(const tuner::Config& config, const tuner::Problem& bucket) const override {

@@ -4,7 +4,7 @@
 // nothing get O = 0, LSE = -inf) with both products on wgmma: each consumer warpgroup owns 64 query rows,
 // S = Q K^T reads Q and K straight from shared memory (no fragment staging), O += P V takes P from the registers
 // the softmax left it in and V from shared memory (MN-major). Tiles are in the 128-byte swizzled layout of
-// kernels/common/wgmma.cuh, loaded with cp.async by all threads.
+// kernels/common/wgmma.cuh, loaded with cp.async by all threads (attention_sw128.cuh).
 //   PIPE 0 (AttnFwdWgmma, config kernel 1): per kv tile S, wait, softmax, PV, wait; STAGES = 2 prefetches the next
 //     tile during this one.
 //   PIPE 1 (config kernel 2, STAGES = 3): the softmax of tile t overlaps the tensor cores' S of the next tile: the
@@ -18,23 +18,10 @@
 #include "attention_mma.cuh"
 #include "attention_params.cuh"
 #include "attention_schedule.cuh"
+#include "attention_sw128.cuh"
 #include "wgmma.cuh"
 
 namespace dflash_attn {
-
-// Copies rows [0, ROWS) x [0, COLS) of a bf16 matrix (row r at gmem + r * row_stride) into a 128-byte swizzled
-// tile (Sw128Offset); rows >= valid_rows are zero-filled. All NT threads call it; completes at the next wait.
-template <int ROWS, int COLS, int NT>
-__device__ __forceinline__ void LoadSw128Async(unsigned saddr, const bf16* gmem, long long row_stride,
-                                               int valid_rows, int tid) {
-  constexpr int kChunks = COLS / 8;
-#pragma unroll 4
-  for (int i = tid; i < ROWS * kChunks; i += NT) {
-    const int r = i / kChunks, c = (i % kChunks) * 8;
-    const bool ok = r < valid_rows;
-    cp_async_cg_16_zfill(saddr + Sw128Offset<ROWS>(r, c), ok ? gmem + r * row_stride + c : gmem, ok ? 16 : 0);
-  }
-}
 
 // Per-element mask of a partial tile t for the warpgroup's S accumulators (rows row_in_tile, row_in_tile + 8).
 template <int BN>

@@ -107,7 +107,8 @@ constexpr int kMaxTiles = 1024;
 DFLASH_HD constexpr int FwdSmemBytes(int d, int bm, int bn, int stages) {
   return (bm * d + 2 * stages * bn * d) * 2 + bm * 16 + kMaxTiles;
 }
-// Backward dK/dV kernel: K, V tiles; Q, dO tiles per stage; the dS tile; per-row LSE, delta, row spans.
+// Backward dK/dV kernel (AttnBwdKv; AttnBwdWgmma too): K, V tiles; Q, dO tiles per stage; the dS tile; per-row
+// LSE, delta, row spans.
 DFLASH_HD constexpr int BwdSmemBytes(int d, int bm, int bn, int stages) {
   return (2 * bn * d + 2 * stages * bm * d + bm * bn) * 2 + stages * bm * (4 + 4 + 16) + kMaxTiles;
 }

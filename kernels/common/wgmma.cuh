@@ -9,8 +9,8 @@
 // swizzle is a function of the address bits). The same bytes serve both operand majors:
 //   K-major (A = Q, B = K: the reduction dim along the row): 16 k-columns are 32 bytes of one 128-byte row, so
 //     k-step kk starts at block kk / 4, byte 32 * (kk % 4); core-matrix groups of 8 rows are 1024 bytes apart (SBO).
-//   MN-major (B = V, transposed: the reduction dim down the rows): k-step kk (16 rows) starts 2048 * kk bytes into
-//     every block; 8-row groups are 1024 bytes apart (SBO), column blocks ROWS * 128 bytes apart (LBO).
+//   MN-major (B = V, or a transposed A, the reduction dim down the rows): k-step kk (16 rows) starts 2048 * kk bytes
+//     into every block; 8-row groups are 1024 bytes apart (SBO), column blocks ROWS * 128 bytes apart (LBO).
 // Accumulator registers of an m64nN product: thread t of the warpgroup holds d[4 j + e] = element (row 16 (t / 32)
 // + (t % 32) / 4 + 8 (e / 2), column 8 j + 2 (t % 4) + e % 2): per warp, exactly mma.sync m16n8's C fragments
 // side by side; an A operand from registers is mma.sync m16n8k16's A fragment of the warp's 16 rows.
@@ -47,7 +47,7 @@ template <int ROWS>
 __device__ __forceinline__ unsigned long long wgmma_desc_k_major(unsigned tile, int row0, int kk) {
   return wgmma_desc_sw128(tile + (kk >> 2) * ROWS * 128 + row0 * 128 + (kk & 3) * 32, 16, 1024);
 }
-// MN-major operand (a transposed B) of k-step kk (rows 16 kk .. 16 kk + 15) of a [ROWS x COLS] swizzled tile.
+// MN-major operand (a transposed B or A) of k-step kk (rows 16 kk .. 16 kk + 15) of a [ROWS x COLS] swizzled tile.
 template <int ROWS>
 __device__ __forceinline__ unsigned long long wgmma_desc_mn_major(unsigned tile, int kk) {
   return wgmma_desc_sw128(tile + kk * 2048, ROWS * 128, 1024);
@@ -67,13 +67,23 @@ __device__ __forceinline__ void wgmma_fence_operand(float (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+// The same for A-operand registers (bf16 pairs) of an in-flight register-A product: the hardware reads them after
+// the issue, so they must stay in place until the wait that covers it.
+template <int M, int N>
+__device__ __forceinline__ void wgmma_fence_operand(unsigned (&a)[M][N]) {
+#pragma unroll
+  for (int i = 0; i < M; ++i)
+#pragma unroll
+    for (int j = 0; j < N; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
+}
 // Orders this thread's generic-proxy shared-memory writes (stores, completed cp.async) before later async-proxy
 // reads (wgmma, bulk copies) of them, once a barrier has been passed.
 __device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // The accumulator registers are the "+f" operands: the compiler keeps them in place from issue to wait, so a
 // caller must not read or write d between a product and the wgmma_wait_group that covers it.
-// d (+)= A B, A from shared memory (K-major), B from shared memory (TRANS_B 0: K-major; 1: MN-major), N = 64 / 128.
+// d (+)= A B, A from shared memory (TRANS_A 0: K-major; 1: MN-major, a transposed A), B from shared memory (TRANS_B
+// 0: K-major; 1: MN-major), N = 64 / 128.
 template <int N>
 struct WgmmaSS;
 // d (+)= A B, A from registers (a: the warp's m16n8k16 A fragment), B from shared memory, N = 64 / 128 / 256.
@@ -82,25 +92,25 @@ struct WgmmaRS;
 
 template <>
 struct WgmmaSS<64> {
-  template <int TRANS_B>
+  template <int TRANS_B, int TRANS_A = 0>
   static __device__ __forceinline__ void Run(float (&d)[32], unsigned long long desc_a, unsigned long long desc_b, int accumulate) {
     asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, %35;\n}\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %36, %35;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TRANS_B));
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TRANS_B), "n"(TRANS_A));
   }
 };
 
 template <>
 struct WgmmaSS<128> {
-  template <int TRANS_B>
+  template <int TRANS_B, int TRANS_A = 0>
   static __device__ __forceinline__ void Run(float (&d)[64], unsigned long long desc_a, unsigned long long desc_b, int accumulate) {
     asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, %67;\n}\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %68, %67;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TRANS_B));
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TRANS_B), "n"(TRANS_A));
   }
 };
 

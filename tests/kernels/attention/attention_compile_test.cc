@@ -132,6 +132,10 @@ TEST(AttentionCompile, TheHopperTierIsInvalidOffSm90a) {
   }
   EXPECT_EQ(ForwardFamily().ArchInvalidReason(hopper, "sm_90a"), "");
   EXPECT_EQ(ForwardFamily().ArchInvalidReason(portable, "sm_90a"), "");
+  const tuner::Config hopper_bwd = {{"block_m", 64}, {"block_n", 128}, {"stages", 2}, {"dq_mode", 0}, {"kernel", 1}};
+  for (const char* arch : {"sm_80", "sm_90", "sm_100", "sm_120"})
+    EXPECT_NE(BackwardFamily().ArchInvalidReason(hopper_bwd, arch).find("needs sm_90a"), std::string::npos) << arch;
+  EXPECT_EQ(BackwardFamily().ArchInvalidReason(hopper_bwd, "sm_90a"), "");
 }
 
 TEST(AttentionCompile, EveryForwardConfigCompilesForSm90) { CompileWholeSpace(ForwardFamily(), "sm_90"); }
@@ -139,6 +143,10 @@ TEST(AttentionCompile, EveryForwardConfigCompilesForSm120) { CompileWholeSpace(F
 TEST(AttentionCompile, EveryHopperTierForwardConfigCompilesForSm90aWithHgmma) {
   CompileWholeSpace(ForwardFamily(), "sm_90a");
   CompileWholeSpace(ForwardFamily(), "sm_90a", true);
+}
+TEST(AttentionCompile, EveryHopperTierBackwardConfigCompilesForSm90aWithHgmma) {
+  CompileWholeSpace(BackwardFamily(), "sm_90a");
+  CompileWholeSpace(BackwardFamily(), "sm_90a", true);
 }
 TEST(AttentionCompile, EveryBackwardConfigCompilesForSm90) { CompileWholeSpace(BackwardFamily(), "sm_90"); }
 TEST(AttentionCompile, EveryBackwardConfigCompilesForSm120) { CompileWholeSpace(BackwardFamily(), "sm_120"); }
@@ -203,6 +211,33 @@ TEST(AttentionCompile, EveryMaskKindAndHeadDimOfTheHopperTierCompilesForSm90a) {
     const tuner::Problem bucket = *ForwardFamily().Bucket(problem);
     ASSERT_EQ(ForwardFamily().InvalidReason(config, bucket), "") << bucket.dump();
     futures.push_back(pool.Submit([bucket, config]() { return CompileOne(ForwardFamily(), config, bucket, "sm_90a"); }));
+  }
+  for (auto& f : futures) {
+    const Outcome o = f.get();
+    EXPECT_TRUE(o.status.ok()) << o.label << ": " << o.status.ToString();
+    EXPECT_EQ(o.prune_reason, "") << o.label;
+    EXPECT_GT(o.hgmma, 0) << o.label;
+  }
+}
+
+// The wgmma backward for every mask kind and both head dims (the whole space above is the DFlash full bucket).
+TEST(AttentionCompile, EveryMaskKindAndHeadDimOfTheHopperTierBackwardCompilesForSm90a) {
+  std::vector<std::pair<tuner::Problem, tuner::Config>> items;
+  auto hopper = [](int bm, int bn) {
+    return tuner::Config{{"block_m", bm}, {"block_n", bn}, {"stages", 2}, {"dq_mode", 0},
+                         {"warp_layout", 1}, {"head_groups", 0}, {"kernel", 1}};
+  };
+  for (const char* mask : {"none", "causal", "doc_causal", "dflash_sliding"}) {
+    const bool dflash = std::string(mask).rfind("dflash", 0) == 0;
+    items.push_back({Problem(mask, 128, dflash ? 4096 : 8192, dflash ? 12288 : 8192), hopper(64, 128)});
+    items.push_back({Problem(mask, 64, dflash ? 4096 : 8192, dflash ? 12288 : 8192), hopper(128, 128)});
+  }
+  tuner::ThreadPool pool;
+  std::vector<std::future<Outcome>> futures;
+  for (const auto& [problem, config] : items) {
+    const tuner::Problem bucket = *BackwardFamily().Bucket(problem);
+    ASSERT_EQ(BackwardFamily().InvalidReason(config, bucket), "") << bucket.dump();
+    futures.push_back(pool.Submit([bucket, config]() { return CompileOne(BackwardFamily(), config, bucket, "sm_90a"); }));
   }
   for (auto& f : futures) {
     const Outcome o = f.get();

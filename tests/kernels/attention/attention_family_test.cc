@@ -94,7 +94,7 @@ TEST(AttentionConfig, SpacesHaveTheTunablesTheIssueAsksFor) {
   for (const auto& p : ForwardFamily().params()) fwd.insert(p.name);
   for (const auto& p : BackwardFamily().params()) bwd.insert(p.name);
   EXPECT_EQ(fwd, (std::set<std::string>{"block_m", "block_n", "warps", "stages", "kernel"}));
-  EXPECT_EQ(bwd, (std::set<std::string>{"block_m", "block_n", "stages", "dq_mode", "warp_layout", "head_groups"}));
+  EXPECT_EQ(bwd, (std::set<std::string>{"block_m", "block_n", "stages", "dq_mode", "warp_layout", "head_groups", "kernel"}));
   EXPECT_EQ(ForwardFamily().name(), "attention_fwd");
   EXPECT_EQ(BackwardFamily().name(), "attention_bwd");
 }

@@ -199,6 +199,39 @@ TEST_F(AttentionGpu, HopperTierForwardMatchesFloat64ForEveryMaskKind) {
   RunCases(cases, 400);
 }
 
+// The Hopper tier's backward (wgmma, sm_90a): every mask kind, GQA 4 / 6, both head dims and every tile shape the
+// space holds, sizes that are no tile multiple, q < kv, rows that see nothing, packed rows, the 512-anchor shape.
+TEST_F(AttentionGpu, HopperTierBackwardMatchesFloat64ForEveryMaskKind) {
+  Result<gpu::Context> ctx = gpu::Context::Primary(0);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  if (ctx->info().arch() != "sm_90a") GTEST_SKIP() << "the Hopper tier needs an sm_90a GPU (this one is " << ctx->info().arch() << ")";
+  auto hopper = [](int bm, int bn, int stages, int head_groups = 0) {
+    return tuner::Config{{"block_m", bm},      {"block_n", bn},  {"stages", stages},          {"dq_mode", 0},
+                         {"warp_layout", 1},   {"kernel", 1},    {"head_groups", head_groups}};
+  };
+  const tuner::KernelFamily* f = &BackwardFamily();
+  std::vector<Case> cases;
+  for (const char* mask : {"none", "causal", "doc_causal", "dflash_full", "dflash_sliding"}) {
+    const bool dflash = std::string(mask).rfind("dflash", 0) == 0;
+    cases.push_back({f, Problem(mask, 8, 2, 128, dflash ? 21 * 16 : 300, dflash ? 500 + 21 * 16 : 300), hopper(64, 128, 2)});
+    cases.push_back({f, Problem(mask, 8, 2, 128, dflash ? 21 * 16 : 300, dflash ? 500 + 21 * 16 : 300), hopper(64, 64, 1, 1)});
+    cases.push_back({f, Problem(mask, 6, 1, 64, dflash ? 9 * 16 : 150, dflash ? 200 + 9 * 16 : 150), hopper(128, 128, 2)});
+    cases.push_back({f, Problem(mask, 6, 1, 64, dflash ? 9 * 16 : 150, dflash ? 200 + 9 * 16 : 150), hopper(64, 64, 2)});
+  }
+  cases.push_back({f, Problem("causal", 12, 2, 128, 100, 357), hopper(64, 128, 2)});  // q < kv
+  cases.push_back({f, Problem("causal", 4, 4, 128, 357, 100), hopper(64, 64, 2)});    // rows that see nothing
+  for (const char* mask : {"dflash_full", "dflash_sliding"}) {
+    tuner::Problem packed = Problem(mask, 8, 2, 128, 21 * 16, 500 + 21 * 16);
+    packed["doc_bound"] = true;
+    cases.push_back({f, packed, hopper(64, 128, 2)});
+    cases.push_back({f, packed, hopper(64, 64, 1)});
+  }
+  tuner::Problem big = Problem("dflash_full", 32, 8, 128, 512 * 16, 8192 + 512 * 16);
+  big["batch"] = 1;
+  cases.push_back({f, big, hopper(64, 128, 2)});
+  RunCases(cases, 500);
+}
+
 TEST_F(AttentionGpu, DrafterShapeWith512AnchorsPassesTheSampledCheck) {
   tuner::Problem p = Problem("dflash_full", 32, 8, 128, 512 * 16, 8192 + 512 * 16);
   p["batch"] = 1;

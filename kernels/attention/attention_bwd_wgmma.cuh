@@ -1,0 +1,191 @@
+// Fused attention backward of the Hopper tier (sm_90a): the dK/dV kernel (AttnBwdPre and AttnBwdDqConvert of
+// attention_bwd.cuh run before and after it, as for the portable tier's dq_mode 0) with every product on wgmma.
+// One block per (kv tile of BN rows, kv head, batch), one warpgroup per 64 kv rows (BN / 64 warpgroups); the walk of
+// attention_bwd_items.cuh visits the non-empty (query head of the GQA group, query tile of BM rows) items with Q and
+// dO in the 128-byte swizzled layout (Sw128TileCopy). Per item, each warpgroup:
+//  1. S^T = K Q^T and dP^T = V dO^T (m64 n{BM}, A = its 64 K / V rows, B = the Q / dO tile, all from shared memory,
+//     two commit groups: P^T = exp2(S^T - LSE) is computed while dP^T is still on the tensor cores);
+//  2. dS^T = P^T (dP^T - delta); dS^T (bf16) goes to shared memory as a [kv][query] tile;
+//  3. dV += P^T dO and dK += dS^T Q with P^T and dS^T as register A operands (the accumulator layout is the A
+//     fragment's) and dO / Q MN-major; dK, dV stay in registers for the whole block (reduced over the GQA group,
+//     written once, no atomics);
+//  4. after a block barrier (dS^T of every warpgroup), dQ_accum += dS K: A = dS^T read transposed (MN-major), B = K
+//     MN-major, 64-column passes; warpgroup w takes query half w % (BM / 64) and its share of the head-dim columns;
+//     8-byte fp32 reductions into DqAccumOffset's tiles.
+// BN 64 (one warpgroup) runs two blocks per SM, so one block's softmax and reductions overlap the other's products.
+// Who may include it: attention_kernels_sm90a.cu (NVRTC, sm_90a only). Thread-safety: n/a (device code).
+#pragma once
+
+#include "attention_bwd_items.cuh"
+#include "attention_mask.cuh"
+#include "attention_mma.cuh"
+#include "attention_params.cuh"
+#include "attention_schedule.cuh"
+#include "attention_sw128.cuh"
+#include "wgmma.cuh"
+
+namespace dflash_attn {
+
+// dQ_accum += acc for one warpgroup's m64n64 dQ tile: dst is this thread's first element (row qr, its column pair)
+// in DqAccumOffset's 8 x 8 tiles; 8 rows on is the next tile row (8 D floats), 8 columns on the next tile (64).
+template <int D, bool CHECKED>
+__device__ __forceinline__ void BwdWgmmaAddDq(float* dst, const float (&acc)[32], int qr, int Sq) {
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      float* p = dst + hr * 8 * D + j * 64;
+      if (CHECKED) red_global_add_v2_f32_if(p, acc[4 * j + 2 * hr], acc[4 * j + 2 * hr + 1], qr + hr * 8 < Sq);
+      else red_global_add_v2_f32(p, acc[4 * j + 2 * hr], acc[4 * j + 2 * hr + 1]);
+    }
+}
+
+template <int D, int BM, int BN, int STAGES, int MASK>
+__global__ void __launch_bounds__(BN / 64 * 128, BN == 64 ? 2 : 1) AttnBwdWgmma(const AttnParams p) {
+  constexpr int NWG = BN / 64, NT = NWG * 128;
+  constexpr int MH = BM / 64;               // dQ: query halves of 64 rows
+  constexpr int DQ_COLS = D * MH / NWG;     // dQ: head-dim columns per warpgroup
+  static_assert(D == 64 || D == 128, "backward head dim 64 or 128");
+  static_assert(BM == 64 || BM == 128, "query tile of 64 or 128 rows (the S^T product's N)");
+  static_assert(BN == 64 || BN == 128, "one or two warpgroups of 64 kv rows");
+  static_assert(MH <= NWG && DQ_COLS % 64 == 0, "dQ split into m64n64 tiles among the warpgroups");
+
+  // Swizzled tiles start 1024-byte aligned: every tile size below is a multiple of 1 KiB.
+  extern __shared__ __align__(1024) unsigned char smem[];
+  bf16* sK = reinterpret_cast<bf16*>(smem);
+  bf16* sV = sK + BN * D;
+  bf16* sQ = sV + BN * D;
+  bf16* sdO = sQ + STAGES * BM * D;
+  bf16* sdS = sdO + STAGES * BM * D;  // dS^T [kv][query]
+  RowSpan* sSpan = reinterpret_cast<RowSpan*>(sdS + BN * BM);
+  float* sLse = reinterpret_cast<float*>(sSpan + STAGES * BM);
+  float* sDelta = sLse + STAGES * BM;
+  unsigned char* sCls = reinterpret_cast<unsigned char*>(sDelta + STAGES * BM);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wg = warp >> 2;
+  const int kv_row = wg * 64 + (warp & 3) * 16 + (lane >> 2);  // this thread's kv rows: kv_row, kv_row + 8
+  const int k0 = ScheduledTile<false>() * BN;
+  MaskParams m = p.mask;
+  SpecialiseMask<MASK>(m);
+  const int Sq = m.seq_q, Skv = m.seq_kv;
+  const float scale_log2 = p.scale * kLog2e;
+  const unsigned k_addr = smem_addr(sK), v_addr = smem_addr(sV), ds_addr = smem_addr(sdS);
+
+  BwdLoadKvAndClassify<D, BM, BN, NT, Sw128TileCopy>(p, m, sK, sV, sCls, k0, tid);
+  float dk[D / 2], dv[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.f;
+
+  const BwdItemBuffers buf{sQ, sdO, sLse, sDelta, sSpan, sCls};
+  BwdForEachItem<D, BM, NT, STAGES, true, Sw128TileCopy>(p, m, buf, tid, [&](const BwdItem& item) {
+    const unsigned q_addr = smem_addr(item.q), do_addr = smem_addr(item.dout);
+    // 1. S^T and dP^T, one commit group each.
+    float s[BM / 2], dp[BM / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      WgmmaSS<BM>::template Run<0>(s, wgmma_desc_k_major<BN>(k_addr, wg * 64, kk), wgmma_desc_k_major<BM>(q_addr, 0, kk),
+                                   kk > 0);
+    wgmma_commit_group();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      WgmmaSS<BM>::template Run<0>(dp, wgmma_desc_k_major<BN>(v_addr, wg * 64, kk),
+                                   wgmma_desc_k_major<BM>(do_addr, 0, kk), kk > 0);
+    wgmma_commit_group();
+    wgmma_wait_group<1>();  // S^T is in; dP^T may still run
+    wgmma_fence_operand(s);
+    wgmma_fence_operand(dp);
+    // P^T = exp2(S^T * scale_log2 - lse) (lse +inf for rows that see nothing: P 0); a partial tile's mask after.
+#pragma unroll
+    for (int j = 0; j < BM / 8; ++j) {
+      const float2 ls = *reinterpret_cast<const float2*>(item.lse + j * 8 + (lane & 3) * 2);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[4 * j + e] = ex2_approx_ftz(fmaf(s[4 * j + e], scale_log2, -((e & 1) ? ls.y : ls.x)));
+    }
+    if (!item.full) {
+#pragma unroll
+      for (int j = 0; j < BM / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const RowSpan sp = item.span[j * 8 + (lane & 3) * 2 + (e & 1)];
+          s[4 * j + e] = InSpan(sp, k0 + kv_row + (e >> 1) * 8) ? s[4 * j + e] : 0.f;
+        }
+    }
+    wgmma_wait_group<0>();
+    wgmma_fence_operand(dp);
+    // 2. dS^T = P^T (dP^T - delta); P^T and dS^T as bf16 A fragments, dS^T also to shared memory.
+    unsigned pk[BM / 8][2], dsk[BM / 8][2];
+#pragma unroll
+    for (int j = 0; j < BM / 8; ++j) {
+      const int ql = j * 8 + (lane & 3) * 2;
+      const float2 dl = *reinterpret_cast<const float2*>(item.delta + ql);
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        const float ds0 = s[4 * j + 2 * hr] * (dp[4 * j + 2 * hr] - dl.x);
+        const float ds1 = s[4 * j + 2 * hr + 1] * (dp[4 * j + 2 * hr + 1] - dl.y);
+        pk[j][hr] = pack_bf16x2(s[4 * j + 2 * hr], s[4 * j + 2 * hr + 1]);
+        dsk[j][hr] = pack_bf16x2(ds0, ds1);
+        *reinterpret_cast<unsigned*>(reinterpret_cast<unsigned char*>(sdS) + Sw128Offset<BN>(kv_row + hr * 8, ql)) =
+            dsk[j][hr];
+      }
+    }
+    fence_proxy_async_shared();  // the dS^T stores (generic proxy) before the dQ product reads them (async proxy)
+    // 3. dV += P^T dO, dK += dS^T Q (register A, MN-major B), one commit group.
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk) {
+      const unsigned a[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
+      WgmmaRS<D>::template Run<1>(dv, a, wgmma_desc_mn_major<BM>(do_addr, kk), 1);
+    }
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk) {
+      const unsigned a[4] = {dsk[2 * kk][0], dsk[2 * kk][1], dsk[2 * kk + 1][0], dsk[2 * kk + 1][1]};
+      WgmmaRS<D>::template Run<1>(dk, a, wgmma_desc_mn_major<BM>(q_addr, kk), 1);
+    }
+    wgmma_commit_group();
+    wgmma_fence_operand(dv);
+    wgmma_fence_operand(dk);
+    __syncthreads();  // dS^T of every warpgroup is in shared memory
+    // 4. dQ_accum += dS K in m64n64 passes.
+    const int mh = wg % MH;
+    const int qr = item.q0 + mh * 64 + (warp & 3) * 16 + (lane >> 2);  // this thread's first dQ row (+ 8 hr)
+    float* dq_bh = p.dq_accum + (WidenNonNeg(BwdBlockBatch()) * p.heads_q + item.h) * DqAccumRows(Sq) * D;
+#pragma unroll 1
+    for (int c0 = (wg / MH) * DQ_COLS; c0 < (wg / MH + 1) * DQ_COLS; c0 += 64) {
+      float acc[32];
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk)
+        WgmmaSS<64>::template Run<1, 1>(acc, wgmma_desc_mn_major<BN>(ds_addr + mh * BN * 128, kk),
+                                        wgmma_desc_mn_major<BN>(k_addr + (c0 / 64) * BN * 128, kk), kk > 0);
+      wgmma_commit_group();
+      wgmma_wait_group<0>();
+      wgmma_fence_operand(acc);
+      float* dst = dq_bh + DqAccumOffset(qr, c0 + (lane & 3) * 2, D);
+      if (item.q0 + BM <= Sq) BwdWgmmaAddDq<D, false>(dst, acc, qr, Sq);
+      else BwdWgmmaAddDq<D, true>(dst, acc, qr, Sq);
+    }
+    wgmma_wait_group<0>();  // dV / dK complete (the passes' waits cover them): pk, dsk may be reused
+    wgmma_fence_operand(pk);
+    wgmma_fence_operand(dsk);
+    wgmma_fence_operand(dv);
+    wgmma_fence_operand(dk);
+  });  // the walk's barrier after each item also guards sdS
+
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int kv = k0 + kv_row + hr * 8;
+    if (kv >= Skv) continue;
+    bf16* dKg = static_cast<bf16*>(p.dk) + BwdBlockBatch() * p.dk_batch_stride + BwdBlockHead() * p.dk_head_stride + kv * p.dk_seq_stride;
+    bf16* dVg = static_cast<bf16*>(p.dv) + BwdBlockBatch() * p.dv_batch_stride + BwdBlockHead() * p.dv_head_stride + kv * p.dv_seq_stride;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      const int c = j * 8 + (lane & 3) * 2;
+      *reinterpret_cast<unsigned*>(dKg + c) = pack_bf16x2(dk[4 * j + 2 * hr] * p.scale, dk[4 * j + 2 * hr + 1] * p.scale);
+      *reinterpret_cast<unsigned*>(dVg + c) = pack_bf16x2(dv[4 * j + 2 * hr], dv[4 * j + 2 * hr + 1]);
+    }
+  }
+}
+
+}  // namespace dflash_attn
