@@ -118,12 +118,14 @@ def attention_rows(res):
     for name in res.get("shapes", {}):
         kb = res.get("kernel_bench", {}).get(name, {})
         fwd, bwd = kb.get("fwd", {}).get("median_ms"), kb.get("bwd", {}).get("median_ms")
-        ref = res.get("torch", {}).get(name, {})
-        rf, rb = ref.get("fwd_ms"), ref.get("bwd_ms")
         ours = fwd + bwd if fwd and bwd else None
-        theirs = rf + rb if rf and rb else None
-        rows.append(("attention", name + " fwd+bwd", fmt(ours, ".3f", " ms") + " (%s / %s)" % (fmt(fwd, ".3f"), fmt(bwd, ".3f")),
-                     "%s %s" % (ref.get("system", "reference"), fmt(theirs, ".3f", " ms")), ratio(theirs, ours)))
+        refs = res.get("torch", {}).get(name, [])  # one row per reference system (causal: SDPA flash and cuDNN)
+        for ref in refs if isinstance(refs, list) else [refs]:
+            rf, rb = ref.get("fwd_ms"), ref.get("bwd_ms")
+            theirs = rf + rb if rf and rb else None
+            rows.append(("attention", name + " fwd+bwd",
+                         fmt(ours, ".3f", " ms") + " (%s / %s)" % (fmt(fwd, ".3f"), fmt(bwd, ".3f")),
+                         "%s %s" % (ref.get("system", "reference"), fmt(theirs, ".3f", " ms")), ratio(theirs, ours)))
     return rows
 
 
