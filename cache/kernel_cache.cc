@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <ctime>
 
 #include "cache/cubin_elf.h"
 #include "cache/filesystem_probe.h"
@@ -13,8 +12,6 @@
 
 namespace dflash::cache {
 namespace {
-
-std::int64_t Now() { return static_cast<std::int64_t>(std::time(nullptr)); }
 
 // file: URI for sqlite3_open_v2 with SQLITE_OPEN_URI; percent-encodes what a URI would misread.
 std::string FileUri(const std::filesystem::path& p, const std::string& query) {

@@ -69,7 +69,9 @@ TEST(WarmupCli, CompileOnlyWarmupCoversEveryFamilyForSm120AndTheSecondRunOnlyReu
       accounted += k["compiled"].get<int>() + k["reused"].get<int>() + k["invalid"].get<int>();
       variants += k["variants"].get<int>();
     }
-    if (whole_preset) EXPECT_EQ(covered, families) << "the tiny preset must exercise every registered family";
+    if (whole_preset) {
+      EXPECT_EQ(covered, families) << "the tiny preset must exercise every registered family";
+    }
     EXPECT_EQ(accounted, variants) << "every variant is compiled, found compiled, or rejected before compiling";
     auto second = RunCli(Args(warmup, cache), scratch);
     ASSERT_EQ(second.code, 0) << second.err;
