@@ -45,6 +45,18 @@ struct BwdItem {
   const RowSpan* span;
 };
 
+// The query tile copies of the walk: LoadTileAsyncFixed where the tile shape allows it (every 2-D-layout and most
+// 1-D configs), else the generic loop. ALL_ROWS: valid_rows >= BM (see LoadTileAsyncFixed).
+template <int BM, int D, int NT, bool ALL_ROWS>
+__device__ __forceinline__ void BwdLoadQueryTile(bf16* smem, const bf16* gmem, long long row_stride, int valid_rows,
+                                                 int tid) {
+  constexpr int kChunks = D / 8;
+  if constexpr (NT % kChunks == 0 && (NT / kChunks) % 8 == 0 && BM % (NT / kChunks) == 0)
+    LoadTileAsyncFixed<BM, D, NT, ALL_ROWS>(smem, gmem, row_stride, valid_rows, tid);
+  else
+    LoadTileAsync<BM, D, NT>(smem, gmem, row_stride, valid_rows, tid);
+}
+
 // The portable kernels' tile copies (Swz layout). A TileCopy policy supplies LoadKv (the block's K / V tiles),
 // LoadQuery (the per-item Q / dO tiles; ALL_ROWS: valid_rows >= ROWS) and Landed (run by every thread after its
 // copies completed, before the barrier that publishes them).
@@ -56,7 +68,9 @@ struct SwzTileCopy {
   }
   template <int ROWS, int COLS, int NT, bool ALL_ROWS>
   static __device__ __forceinline__ void LoadQuery(bf16* smem, const bf16* gmem, long long row_stride,
-                                                   int valid_rows, int tid);
+                                                   int valid_rows, int tid) {
+    BwdLoadQueryTile<ROWS, COLS, NT, ALL_ROWS>(smem, gmem, row_stride, valid_rows, tid);
+  }
   static __device__ __forceinline__ void Landed() {}
 };
 
@@ -73,31 +87,17 @@ __device__ __forceinline__ void BwdLoadKvAndClassify(const AttnParams& p, const 
     gBwdBlockBatchHead[1] = hk;
   }
   const int Skv = m.seq_kv, nqt = (m.seq_q + BM - 1) / BM;
-  TileCopy::template LoadKv<BN, D, NT>(sK, static_cast<const bf16*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride + k0 * p.k_seq_stride,
-                           p.k_seq_stride, Skv - k0, tid);
-  TileCopy::template LoadKv<BN, D, NT>(sV, static_cast<const bf16*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride + k0 * p.v_seq_stride,
-                           p.v_seq_stride, Skv - k0, tid);
+  TileCopy::template LoadKv<BN, D, NT>(
+      sK, static_cast<const bf16*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride + k0 * p.k_seq_stride,
+      p.k_seq_stride, Skv - k0, tid);
+  TileCopy::template LoadKv<BN, D, NT>(
+      sV, static_cast<const bf16*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride + k0 * p.v_seq_stride,
+      p.v_seq_stride, Skv - k0, tid);
   cp_async_commit_group();
   for (int t = tid; t < nqt; t += NT) cls[t] = static_cast<unsigned char>(ClassifyTile(m, b, t * BM, t * BM + BM, k0, k0 + BN));
   __syncthreads();
 }
 
-// The query tile copies of the walk: LoadTileAsyncFixed where the tile shape allows it (every 2-D-layout and most
-// 1-D configs), else the generic loop. ALL_ROWS: valid_rows >= BM (see LoadTileAsyncFixed).
-template <int BM, int D, int NT, bool ALL_ROWS>
-__device__ __forceinline__ void BwdLoadQueryTile(bf16* smem, const bf16* gmem, long long row_stride, int valid_rows,
-                                                 int tid) {
-  constexpr int kChunks = D / 8;
-  if constexpr (NT % kChunks == 0 && (NT / kChunks) % 8 == 0 && BM % (NT / kChunks) == 0)
-    LoadTileAsyncFixed<BM, D, NT, ALL_ROWS>(smem, gmem, row_stride, valid_rows, tid);
-  else
-    LoadTileAsync<BM, D, NT>(smem, gmem, row_stride, valid_rows, tid);
-}
-template <int ROWS, int COLS, int NT, bool ALL_ROWS>
-__device__ __forceinline__ void SwzTileCopy::LoadQuery(bf16* smem, const bf16* gmem, long long row_stride,
-                                                       int valid_rows, int tid) {
-  BwdLoadQueryTile<ROWS, COLS, NT, ALL_ROWS>(smem, gmem, row_stride, valid_rows, tid);
-}
 
 // Issues the cp.async loads of the item (query head h, query tile qt) into buffer `stage`: the Q and dO tiles and
 // the raw per-row LSE and delta (4-byte copies; rows past seq_q get LSE -inf, delta 0), and fills that buffer's row

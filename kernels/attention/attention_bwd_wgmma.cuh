@@ -83,15 +83,9 @@ __global__ void __launch_bounds__(BN / 64 * 128, BN == 64 ? 2 : 1) AttnBwdWgmma(
     // 1. S^T and dP^T, one commit group each.
     float s[BM / 2], dp[BM / 2];
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      WgmmaSS<BM>::template Run<0>(s, wgmma_desc_k_major<BN>(k_addr, wg * 64, kk), wgmma_desc_k_major<BM>(q_addr, 0, kk),
-                                   kk > 0);
+    WgmmaSSKMajor<BM, BN, D / 16>(s, k_addr, wg * 64, q_addr);
     wgmma_commit_group();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      WgmmaSS<BM>::template Run<0>(dp, wgmma_desc_k_major<BN>(v_addr, wg * 64, kk),
-                                   wgmma_desc_k_major<BM>(do_addr, 0, kk), kk > 0);
+    WgmmaSSKMajor<BM, BN, D / 16>(dp, v_addr, wg * 64, do_addr);
     wgmma_commit_group();
     wgmma_wait_group<1>();  // S^T is in; dP^T may still run
     wgmma_fence_operand(s);
@@ -166,7 +160,7 @@ __global__ void __launch_bounds__(BN / 64 * 128, BN == 64 ? 2 : 1) AttnBwdWgmma(
       if (item.q0 + BM <= Sq) BwdWgmmaAddDq<D, false>(dst, acc, qr, Sq);
       else BwdWgmmaAddDq<D, true>(dst, acc, qr, Sq);
     }
-    wgmma_wait_group<0>();  // dV / dK complete (the passes' waits cover them): pk, dsk may be reused
+    // dV / dK are complete (every pass's wait covers their group): pk and dsk may be reused from here.
     wgmma_fence_operand(pk);
     wgmma_fence_operand(dsk);
     wgmma_fence_operand(dv);

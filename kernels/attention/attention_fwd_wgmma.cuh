@@ -78,10 +78,7 @@ __device__ __forceinline__ void SoftmaxStep(const float (&s)[BN / 2], float (&o)
 template <int D, int BM, int BN>
 __device__ __forceinline__ void IssueQkT(float (&s)[BN / 2], unsigned q_addr, int wg, unsigned cK) {
   wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-    WgmmaSS<BN>::template Run<0>(s, wgmma_desc_k_major<BM>(q_addr, wg * 64, kk), wgmma_desc_k_major<BN>(cK, 0, kk),
-                                 kk > 0);
+  WgmmaSSKMajor<BN, BM, D / 16>(s, q_addr, wg * 64, cK);
   wgmma_commit_group();
 }
 

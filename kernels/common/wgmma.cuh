@@ -150,4 +150,15 @@ struct WgmmaRS<256> {
   }
 };
 
+// d = A B over K = 16 KSTEPS with both operands K-major in swizzled tiles (the reduction dim along the rows): A =
+// rows [a_row0, a_row0 + 64) of an [A_ROWS x K] tile, B = all N rows of an [N x K] tile; the first step overwrites
+// d. Issues the products only: the caller fences before and commits after.
+template <int N, int A_ROWS, int KSTEPS>
+__device__ __forceinline__ void WgmmaSSKMajor(float (&d)[N / 2], unsigned a_tile, int a_row0, unsigned b_tile) {
+#pragma unroll
+  for (int kk = 0; kk < KSTEPS; ++kk)
+    WgmmaSS<N>::template Run<0>(d, wgmma_desc_k_major<A_ROWS>(a_tile, a_row0, kk), wgmma_desc_k_major<N>(b_tile, 0, kk),
+                                kk > 0);
+}
+
 }  // namespace dflash_ptx

@@ -121,6 +121,24 @@ void CompileWholeSpace(const tuner::KernelFamily& family, const std::string& arc
   EXPECT_GE(runnable, 3u) << "too few runnable variants on " << arch;
 }
 
+// Each (problem, config) is valid, compiles for sm_90a in parallel, is not pruned and has HGMMA in its SASS.
+void CompileEachForSm90a(const tuner::KernelFamily& family,
+                         const std::vector<std::pair<tuner::Problem, tuner::Config>>& items) {
+  tuner::ThreadPool pool;
+  std::vector<std::future<Outcome>> futures;
+  for (const auto& [problem, config] : items) {
+    const tuner::Problem bucket = *family.Bucket(problem);
+    ASSERT_EQ(family.InvalidReason(config, bucket), "") << bucket.dump();
+    futures.push_back(pool.Submit([&family, bucket, config]() { return CompileOne(family, config, bucket, "sm_90a"); }));
+  }
+  for (auto& f : futures) {
+    const Outcome o = f.get();
+    EXPECT_TRUE(o.status.ok()) << o.label << ": " << o.status.ToString();
+    EXPECT_EQ(o.prune_reason, "") << o.label;
+    EXPECT_GT(o.hgmma, 0) << o.label;
+  }
+}
+
 // The Hopper tier needs an arch-specific sm_90a target: on any other arch its configs are invalid (the tuner prunes
 // them before compiling), on sm_90a they are not.
 TEST(AttentionCompile, TheHopperTierIsInvalidOffSm90a) {
@@ -205,19 +223,7 @@ TEST(AttentionCompile, EveryMaskKindAndHeadDimOfTheHopperTierCompilesForSm90a) {
   items.push_back({Problem("causal", 256, 4096, 4096), hopper(64)});
   items.push_back({Problem("doc_causal", 256, 4096, 4096), hopper(64)});
   items.push_back({Problem("causal", 256, 4096, 4096), hopper(64, 2, 64)});  // three 256-wide kv buffers + Q of 64 rows
-  tuner::ThreadPool pool;
-  std::vector<std::future<Outcome>> futures;
-  for (const auto& [problem, config] : items) {
-    const tuner::Problem bucket = *ForwardFamily().Bucket(problem);
-    ASSERT_EQ(ForwardFamily().InvalidReason(config, bucket), "") << bucket.dump();
-    futures.push_back(pool.Submit([bucket, config]() { return CompileOne(ForwardFamily(), config, bucket, "sm_90a"); }));
-  }
-  for (auto& f : futures) {
-    const Outcome o = f.get();
-    EXPECT_TRUE(o.status.ok()) << o.label << ": " << o.status.ToString();
-    EXPECT_EQ(o.prune_reason, "") << o.label;
-    EXPECT_GT(o.hgmma, 0) << o.label;
-  }
+  CompileEachForSm90a(ForwardFamily(), items);
 }
 
 // The wgmma backward for every mask kind and both head dims (the whole space above is the DFlash full bucket).
@@ -232,19 +238,7 @@ TEST(AttentionCompile, EveryMaskKindAndHeadDimOfTheHopperTierBackwardCompilesFor
     items.push_back({Problem(mask, 128, dflash ? 4096 : 8192, dflash ? 12288 : 8192), hopper(64, 128)});
     items.push_back({Problem(mask, 64, dflash ? 4096 : 8192, dflash ? 12288 : 8192), hopper(128, 128)});
   }
-  tuner::ThreadPool pool;
-  std::vector<std::future<Outcome>> futures;
-  for (const auto& [problem, config] : items) {
-    const tuner::Problem bucket = *BackwardFamily().Bucket(problem);
-    ASSERT_EQ(BackwardFamily().InvalidReason(config, bucket), "") << bucket.dump();
-    futures.push_back(pool.Submit([bucket, config]() { return CompileOne(BackwardFamily(), config, bucket, "sm_90a"); }));
-  }
-  for (auto& f : futures) {
-    const Outcome o = f.get();
-    EXPECT_TRUE(o.status.ok()) << o.label << ": " << o.status.ToString();
-    EXPECT_EQ(o.prune_reason, "") << o.label;
-    EXPECT_GT(o.hgmma, 0) << o.label;
-  }
+  CompileEachForSm90a(BackwardFamily(), items);
 }
 
 TEST(AttentionCompile, AnInvalidConfigFailsItsStaticAsserts) {
