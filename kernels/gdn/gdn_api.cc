@@ -177,11 +177,17 @@ Status ValidateArgs(const GdnArgs& a) {
   DFLASH_RETURN_IF_ERROR(CheckStrides(a.k_stride_t, a.k_stride_h, "k"));
   DFLASH_RETURN_IF_ERROR(CheckStrides(a.v_stride_t, a.v_stride_h, "v"));
   DFLASH_RETURN_IF_ERROR(CheckStrides(a.o_stride_t, a.o_stride_h, "o"));
-  if (a.a == 0 || a.b == 0 || a.A_log == 0 || a.dt_bias == 0) {
-    return InvalidArgument("gdn: a, b, A_log and dt_bias are required");
+  const bool raw = a.a != 0 || a.b != 0 || a.A_log != 0 || a.dt_bias != 0, given = a.g != 0 || a.beta != 0;
+  if (raw == given) {
+    return InvalidArgument("gdn: give the gates either raw (a, b, A_log, dt_bias) or precomputed (g, beta), not " +
+                           std::string(raw ? "both" : "neither"));
   }
-  if (a.a % 2 != 0 || a.b % 2 != 0 || a.A_log % 4 != 0 || a.dt_bias % 4 != 0) {
-    return InvalidArgument("gdn: a, b must be 2-byte and A_log, dt_bias 4-byte aligned");
+  if (raw && (a.a == 0 || a.b == 0 || a.A_log == 0 || a.dt_bias == 0)) {
+    return InvalidArgument("gdn: the raw gate form needs all of a, b, A_log and dt_bias");
+  }
+  if (given && (a.g == 0 || a.beta == 0)) return InvalidArgument("gdn: the precomputed gate form needs g and beta");
+  if (a.a % 2 != 0 || a.b % 2 != 0 || a.A_log % 4 != 0 || a.dt_bias % 4 != 0 || a.g % 4 != 0 || a.beta % 4 != 0) {
+    return InvalidArgument("gdn: a, b must be 2-byte and A_log, dt_bias, g, beta 4-byte aligned");
   }
   if (a.ab_stride_t < a.value_heads) return InvalidArgument("gdn: ab_stride_t is smaller than value_heads");
   if ((a.h0 != 0 && a.h0 % 16 != 0) || (a.ht != 0 && a.ht % 16 != 0)) {
@@ -239,7 +245,7 @@ Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedF
   const Geometry& g = f.geometry;
   const KernelNames names = KernelNamesOf(g);
   const unsigned nt = g.threads();
-  int H = args.heads, HV = args.value_heads;
+  int H = args.heads, HV = args.value_heads, l2norm = args.qk_l2norm ? 1 : 0;
   float scale = args.scale > 0.f ? args.scale : 1.0f / std::sqrt(static_cast<float>(kHeadDim));
   CUdeviceptr null_ptr = 0;
   std::string label = winner.label;
@@ -248,7 +254,8 @@ Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedF
   auto launch_prep = [&](int first, int count, CUstream on) -> Status {
     if (count == 0) return Status::Ok();
     DFLASH_ASSIGN_OR_RETURN(CUfunction prep, winner.Function(names.prep));
-    CUdeviceptr q = args.q, k = args.k, v = args.v, a = args.a, b = args.b, alog = args.A_log, dtb = args.dt_bias;
+    CUdeviceptr q = args.q, k = args.k, v = args.v, a = args.a, b = args.b, alog = args.A_log, dtb = args.dt_bias,
+                gin = args.g, betain = args.beta;
     long long qst = args.q_stride_t, qsh = args.q_stride_h, kst = args.k_stride_t, ksh = args.k_stride_h,
               vst = args.v_stride_t, vsh = args.v_stride_h, abst = args.ab_stride_t;
     CUdeviceptr chunks = f.chunks + static_cast<CUdeviceptr>(first) * sizeof(ChunkDesc), gcum = f.gcum, w = f.w,
@@ -256,8 +263,8 @@ Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedF
     CUdeviceptr pmat = f.pmat == 0 ? 0
                                    : f.pmat + static_cast<CUdeviceptr>(first) * static_cast<CUdeviceptr>(HV) *
                                                   static_cast<CUdeviceptr>(g.chunk * g.chunk) * 2;
-    void* pa[] = {&q,    &qst, &qsh,    &k, &kst, &ksh,  &v, &vst, &vsh, &a,     &b,  &abst,
-                  &alog, &dtb, &chunks, &H, &HV,  &gcum, &w, &u,   &kd,  &scale, &qg, &pmat};
+    void* pa[] = {&q, &qst, &qsh, &k, &kst, &ksh, &v, &vst, &vsh, &a, &b, &abst, &alog, &dtb, &gin, &betain,
+                  &chunks, &H, &HV, &l2norm, &gcum, &w, &u, &kd, &scale, &qg, &pmat};
     return gpu::Launch(prep, {static_cast<unsigned>(count), static_cast<unsigned>(HV), 1}, {nt, 1, 1},
                        PrepSharedBytesOf(g), on, pa, label + " prep");
   };
@@ -307,7 +314,8 @@ Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedF
     CUdeviceptr q = args.q, k = args.k, o = args.o, chunks = f.chunks;
     long long qst = args.q_stride_t, qsh = args.q_stride_h, kst = args.k_stride_t, ksh = args.k_stride_h,
               ost = args.o_stride_t, osh = args.o_stride_h;
-    void* po[] = {&q, &qst, &qsh, &k, &kst, &ksh, &gcum, &hbuf, &vnew, &chunks, &H, &HV, &scale, &o, &ost, &osh};
+    void* po[] = {&q, &qst, &qsh, &k, &kst, &ksh, &gcum, &hbuf, &vnew, &chunks, &H, &HV, &l2norm, &scale,
+                  &o, &ost, &osh};
     DFLASH_RETURN_IF_ERROR(gpu::Launch(output,
                                        {static_cast<unsigned>(kHeadDim / g.out_bv), static_cast<unsigned>(f.num_chunks),
                                         static_cast<unsigned>(HV)},
@@ -336,15 +344,16 @@ Status LaunchRecurrent(const tuner::LoadedVariant& winner, const GdnArgs& args, 
   DFLASH_RETURN_IF_ERROR(Upload(workspace, args.cu_seqlens.data(), args.cu_seqlens.size() * 4, "cu_seqlens"));
   const KernelNames names = KernelNamesOf(Geometry{});
   DFLASH_ASSIGN_OR_RETURN(CUfunction rec, winner.Function(names.recurrent));
-  CUdeviceptr q = args.q, k = args.k, v = args.v, a = args.a, b = args.b, alog = args.A_log, dtb = args.dt_bias;
+  CUdeviceptr q = args.q, k = args.k, v = args.v, a = args.a, b = args.b, alog = args.A_log, dtb = args.dt_bias,
+              gin = args.g, betain = args.beta;
   CUdeviceptr cu = workspace, h0 = args.h0, ht = args.ht, o = args.o;
   long long qst = args.q_stride_t, qsh = args.q_stride_h, kst = args.k_stride_t, ksh = args.k_stride_h,
             vst = args.v_stride_t, vsh = args.v_stride_h, abst = args.ab_stride_t, ost = args.o_stride_t,
             osh = args.o_stride_h;
-  int H = args.heads, HV = args.value_heads;
+  int H = args.heads, HV = args.value_heads, l2norm = args.qk_l2norm ? 1 : 0;
   float scale = args.scale > 0.f ? args.scale : 1.0f / std::sqrt(static_cast<float>(kHeadDim));
   void* pr[] = {&q, &qst, &qsh, &k, &kst, &ksh, &v, &vst, &vsh, &a, &b, &abst, &alog, &dtb,
-                &cu, &H, &HV, &scale, &h0, &ht, &o, &ost, &osh};
+                &gin, &betain, &cu, &H, &HV, &l2norm, &scale, &h0, &ht, &o, &ost, &osh};
   return gpu::Launch(rec, {static_cast<unsigned>(kHeadDim / kRecurrentBv), static_cast<unsigned>(HV),
                            static_cast<unsigned>(plan.num_seqs)},
                      {static_cast<unsigned>(2 * kRecurrentBv), 1, 1}, 0, stream, pr, winner.label + " recurrent");

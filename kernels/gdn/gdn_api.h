@@ -2,10 +2,13 @@
 // the Qwen3.5 gated-delta-net layer on device pointers with strides, through a tuned variant.
 //   per value head j (key head j / (HV / H)), state S [128 x 128] fp32:
 //   S <- exp(g_t) S ; S <- S + k_t (x) beta_t (v_t - S^T k_t) ; o_t = S^T (scale q_t)
-//   g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b), q and k L2-normalised (eps 1e-6) in the kernels.
+//   g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b) (the raw gate form, Qwen3.5's), or g and beta as
+//   given (the precomputed form, flash-linear-attention's); q and k L2-normalised (eps 1e-6) in the kernels
+//   unless qk_l2norm is false.
 // Tensors: q, k [T, H, 128] and v [T, HV, 128] bf16 with element strides (token, head; the last dim
-// contiguous, rows 16-byte aligned); a, b [T, HV] bf16 (token stride, heads contiguous); A_log, dt_bias [HV]
-// fp32; o [T, HV, 128] bf16 (strided like v); h0 / ht fp32 [N, HV, 128, 128] or none.
+// contiguous, rows 16-byte aligned); raw gates: a, b [T, HV] bf16, A_log, dt_bias [HV] fp32; precomputed gates:
+// g, beta [T, HV] fp32 (both forms: token stride ab_stride_t, heads contiguous); o [T, HV, 128] bf16 (strided
+// like v); h0 / ht fp32 [N, HV, 128 (K), 128 (V)] or none.
 // Sequences are packed: cu_seqlens (host copy, int32 [N + 1], 0 .. T); the API plans the chunks on the host and
 // uploads the plan into the caller's workspace (synchronous copy for now).
 // Who may call it: anyone holding a LoadedVariant of the gdn family (its functions include every kernel of
@@ -30,6 +33,7 @@ namespace dflash::gdn {
 
 struct GdnArgs {
   CUdeviceptr q = 0, k = 0, v = 0, a = 0, b = 0, A_log = 0, dt_bias = 0, o = 0;
+  CUdeviceptr g = 0, beta = 0;  // fp32 [T, HV]: the precomputed gate form; then a, b, A_log, dt_bias stay 0
   CUdeviceptr h0 = 0;  // fp32 [N, HV, 128, 128]; 0 = zero initial states
   CUdeviceptr ht = 0;  // fp32 [N, HV, 128, 128]; 0 = final states not written (may equal h0)
   std::int64_t q_stride_t = 0, q_stride_h = 0, k_stride_t = 0, k_stride_h = 0;  // elements
@@ -38,6 +42,7 @@ struct GdnArgs {
   int heads = 0, value_heads = 0;
   std::span<const std::int32_t> cu_seqlens;  // host, [N + 1]
   float scale = 0.f;                         // 0: 128^-1/2
+  bool qk_l2norm = true;                     // false: q and k are used as given (already normalised by the caller)
 
   // Contiguous q, k [T, H, 128], v, o [T, HV, 128], a, b [T, HV].
   static GdnArgs Contiguous(CUdeviceptr q, CUdeviceptr k, CUdeviceptr v, CUdeviceptr a, CUdeviceptr b,
@@ -45,7 +50,8 @@ struct GdnArgs {
                             std::span<const std::int32_t> cu_seqlens);
 };
 
-// Checks the arguments (InvalidArgument naming the field): pointers, strides, alignment, heads, cu_seqlens.
+// Checks the arguments (InvalidArgument naming the field): pointers, strides, alignment, heads, cu_seqlens, and
+// that exactly one gate form is given.
 Status ValidateArgs(const GdnArgs& args);
 
 // Device workspace the chunked forward needs for these sequences with this config (bytes): intermediates

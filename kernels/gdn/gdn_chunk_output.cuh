@@ -1,6 +1,6 @@
 // Chunked gated delta rule, stage 3 of 3: the outputs of one chunk, one block per (column slice of BV, chunk,
 // value head):  O = scale * ( diag(exp gamma) Q h_n + tril_incl(Q K^T (.) Gamma) V_new )
-// with Q, K L2-normalised rows of the key head hv / (HV / H), h_n and V_new from gdn_chunk_state (bf16), all
+// with Q, K rows of the key head hv / (HV / H) (L2-normalised when qk_l2norm), h_n and V_new from gdn_chunk_state (bf16), all
 // products on mma.sync (bf16 operands, fp32 accumulation). Writes o [tokens, HV, 128] bf16 (strided).
 // Who may call: hosts launching grid (128 / BV, num_chunks, HV), block NWARPS*32, dynamic shared
 // OutputSharedBytes(C, BV). chunks[i] = {token_start, length, seq, unused}, i = the global chunk index.
@@ -17,7 +17,7 @@ __global__ void __launch_bounds__(NWARPS * 32, 2)  // register cap 255 / 128 (4 
     gdn_chunk_output(const bf16* __restrict__ q, long long q_st, long long q_sh,  //
                      const bf16* __restrict__ k, long long k_st, long long k_sh,  //
                      const float* __restrict__ gcum, const bf16* __restrict__ hbuf, const bf16* __restrict__ vnew,
-                     const int4* __restrict__ chunks, int H, int HV, float scale,  //
+                     const int4* __restrict__ chunks, int H, int HV, int qk_l2norm, float scale,  //
                      bf16* __restrict__ o, long long o_st, long long o_sh) {
   constexpr int NT = NWARPS * 32;
   constexpr int LD = PadBf16Cols(kDim), LDS = PadF32Cols(C > BV ? C : BV), LDH = PadBf16Cols(BV),
@@ -48,9 +48,11 @@ __global__ void __launch_bounds__(NWARPS * 32, 2)  // register cap 255 / 128 (4 
   for (int r = tid; r < C; r += NT) gam[r] = r < len ? gcum[(t0 + r) * HV + hv] : glast;
   cp_async_wait_all();
   __syncthreads();
-  l2norm_rows_inplace<C, NWARPS>(qs, LD, 1.f);
-  l2norm_rows_inplace<C, NWARPS>(ks, LD, 1.f);
-  __syncthreads();
+  if (qk_l2norm) {
+    l2norm_rows_inplace<C, NWARPS>(qs, LD, 1.f);
+    l2norm_rows_inplace<C, NWARPS>(ks, LD, 1.f);
+    __syncthreads();
+  }
   smem_gemm<C, C, kDim, false, false, NWARPS>(qs, LD, ks, LD, [&](int r, int c, float x0, float x1) {
     const float gr = gam[r];
     S[r * LDS + c] = c <= r ? x0 * __expf(gr - gam[c]) : 0.f;

@@ -1,17 +1,19 @@
 // Chunked gated delta rule, stage 1 of 3 (the WY/UT transform), one block per (chunk, value head):
-//   g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b), gamma = in-chunk inclusive cumsum of g,
-//   kn = L2-normalised k of the value head's key head (hv / (HV / H)),
+//   g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b) (or g, beta as given: g_in, beta_in fp32 non-null),
+//   gamma = in-chunk inclusive cumsum of g, kn = k of the value head's key head (hv / (HV / H)), L2-normalised
+//   when qk_l2norm (as is otherwise),
 //   L = strictly_lower(diag(beta) (kn kn^T (.) Gamma)), T = (I + L)^-1 (blocked substitution, fp32),
 //   W = T diag(beta exp(gamma)) kn, U = T diag(beta) v   (mma.sync GEMMs, bf16 operands, fp32 accumulation).
 // Writes gamma [tokens, HV] fp32 and W, U, kd = kn (.) exp(gamma_last - gamma) [tokens, HV, 128] bf16
 // (contiguous; gamma_last = the chunk's last gamma). Rows past the chunk's length
 // are treated as k = v = 0, g = beta = 0 and are not written.
-// FUSED (operands of gdn_chunk_fused): also qn = L2-normalised q of the key head and writes
+// FUSED (operands of gdn_chunk_fused): also qn = q of the key head (L2-normalised when qk_l2norm) and writes
 //   qg = scale diag(exp gamma) qn   [tokens, HV, 128] bf16 (rows < length), and
 //   P  = scale tril_incl(qn kn^T (.) Gamma)   [num_chunks, HV, C, C] bf16 (every entry; zero past the length).
 // Shared memory: kn, one tile that holds q (FUSED) and then v, the fp32 L / T (its space later holds T in bf16),
 // gamma and beta: PrepSharedBytes(C) (52.7 KB at C = 64: 4 blocks per H200 SM).
-// Who may call: hosts launching grid (num_chunks, HV), block NWARPS*32, dynamic shared PrepSharedBytes(C); q, q_st, q_sh, scale, qg, pmat are unused (may be null) unless FUSED.
+// Who may call: hosts launching grid (num_chunks, HV), block NWARPS*32, dynamic shared PrepSharedBytes(C); q, q_st,
+// q_sh, scale, qg, pmat are unused (may be null) unless FUSED; a, b, A_log, dt_bias unused when g_in is given.
 // Thread-safety: each block writes only its own chunk's rows of its own value head.
 #pragma once
 
@@ -125,8 +127,9 @@ __global__ void GDN_PREP_BOUNDS(NWARPS * 32)
                    const bf16* __restrict__ v, long long v_st, long long v_sh,   //
                    const bf16* __restrict__ a, const bf16* __restrict__ b, long long ab_st,
                    const float* __restrict__ A_log, const float* __restrict__ dt_bias,
+                   const float* __restrict__ g_in, const float* __restrict__ beta_in,
                    const int4* __restrict__ chunks,  // {token_start, length, seq, unused}
-                   int H, int HV, float* __restrict__ gcum, bf16* __restrict__ w, bf16* __restrict__ u,
+                   int H, int HV, int qk_l2norm, float* __restrict__ gcum, bf16* __restrict__ w, bf16* __restrict__ u,
                    bf16* __restrict__ kd, float scale, bf16* __restrict__ qg, bf16* __restrict__ pmat) {
   constexpr int NT = NWARPS * 32;
   constexpr int LD = PadBf16Cols(kDim), LDF = PadF32Cols(C), LDT = PadBf16Cols(C);
@@ -150,22 +153,20 @@ __global__ void GDN_PREP_BOUNDS(NWARPS * 32)
   const int len = ch.y;
 
   if constexpr (!FUSED) load_tile_async<C, kDim, NT>(v + t0 * v_st + hv * v_sh, v_st, len, vb, LD);
-  const float alog = A_log[hv], dtb = dt_bias[hv];
+  const float alog = g_in != nullptr ? 0.f : A_log[hv], dtb = g_in != nullptr ? 0.f : dt_bias[hv];
   for (int r = tid; r < C; r += NT) {
-    float g = 0.f, be = 0.f;
-    if (r < len) {
-      g = gate_g(__bfloat162float(a[(t0 + r) * ab_st + hv]), alog, dtb);
-      be = gate_beta(__bfloat162float(b[(t0 + r) * ab_st + hv]));
-    }
-    gam[r] = g;
-    bet[r] = be;
+    const float2 gb = r < len ? gate_at(a, b, g_in, beta_in, (t0 + r) * ab_st + hv, alog, dtb) : make_float2(0.f, 0.f);
+    gam[r] = gb.x;
+    bet[r] = gb.y;
   }
   load_tile_async<C, kDim, NT>(k + t0 * k_st + hk * k_sh, k_st, len, kn, LD);
   if constexpr (FUSED) load_tile_async<C, kDim, NT>(q + t0 * q_st + hk * q_sh, q_st, len, qs, LD);
   cp_async_wait_all();
   __syncthreads();
-  l2norm_rows_inplace<C, NWARPS>(kn, LD, 1.f);
-  if constexpr (FUSED) l2norm_rows_inplace<C, NWARPS>(qs, LD, 1.f);
+  if (qk_l2norm) {
+    l2norm_rows_inplace<C, NWARPS>(kn, LD, 1.f);
+    if constexpr (FUSED) l2norm_rows_inplace<C, NWARPS>(qs, LD, 1.f);
+  }
   if (tid < 32) {  // inclusive cumsum of g over the chunk, by one warp
     float carry = 0.f;
     for (int base = 0; base < C; base += 32) {

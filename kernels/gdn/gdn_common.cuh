@@ -26,6 +26,15 @@ __device__ __forceinline__ float gate_g(float a, float a_log, float dt_bias) {
 }
 __device__ __forceinline__ float gate_beta(float b) { return 1.f / (1.f + __expf(-b)); }
 
+// The gate (g, beta) of element i = token * st + hv of the [T, HV] gate inputs: precomputed (g_in, beta_in fp32,
+// non-null: flash-linear-attention's form) or from the raw inputs (a, b bf16; alog, dtb = A_log[hv], dt_bias[hv]).
+__device__ __forceinline__ float2 gate_at(const bf16* __restrict__ a, const bf16* __restrict__ b,
+                                          const float* __restrict__ g_in, const float* __restrict__ beta_in,
+                                          long long i, float alog, float dtb) {
+  if (g_in != nullptr) return make_float2(g_in[i], beta_in[i]);
+  return make_float2(gate_g(__bfloat162float(a[i]), alog, dtb), gate_beta(__bfloat162float(b[i])));
+}
+
 __device__ __forceinline__ float warp_sum(float x) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);

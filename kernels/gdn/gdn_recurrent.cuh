@@ -3,7 +3,8 @@
 // pair of threads owns one column v of the state S [128 x 128] (64 rows each, in fp32 registers; partial dot
 // products meet through one shuffle) and runs, per token t:
 //   S <- exp(g_t) S ; u = beta_t (v_t[v] - S[:, v] . k_t) ; S[:, v] += k_t u ; o_t[v] = scale * S[:, v] . q_t
-// with g, beta, L2-normalised q, k computed here from the raw inputs (as in gdn_chunk_prep), all in fp32.
+// with g, beta from the raw inputs or as given (g_in, beta_in non-null) and q, k L2-normalised when qk_l2norm (as
+// in gdn_chunk_prep), all in fp32.
 // Sequences are packed: sequence n spans tokens cu_seqlens[n] .. cu_seqlens[n + 1].
 // h0 / ht: fp32 [N, HV, 128, 128] (null: zero start / not written). ht may equal h0 (in-place decoding update).
 // Who may call: hosts launching grid (128 / BV, HV, N), block 2 * BV threads, no dynamic shared memory.
@@ -22,7 +23,8 @@ __global__ void __launch_bounds__(2 * BV)
                   const bf16* __restrict__ v, long long v_st, long long v_sh,  //
                   const bf16* __restrict__ a, const bf16* __restrict__ b, long long ab_st,
                   const float* __restrict__ A_log, const float* __restrict__ dt_bias,
-                  const int* __restrict__ cu_seqlens, int H, int HV, float scale,  //
+                  const float* __restrict__ g_in, const float* __restrict__ beta_in,
+                  const int* __restrict__ cu_seqlens, int H, int HV, int qk_l2norm, float scale,  //
                   const float* h0, float* ht, bf16* __restrict__ o, long long o_st, long long o_sh) {
   static_assert(kDim % BV == 0 && BV % 16 == 0, "BV must be a multiple of 16 dividing 128");
   constexpr int R = kDim / 2;  // rows per thread
@@ -36,7 +38,7 @@ __global__ void __launch_bounds__(2 * BV)
   float s[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) s[i] = h0 != nullptr ? h0[state_off + i * kDim] : 0.f;
-  const float alog = A_log[hv], dtb = dt_bias[hv];
+  const float alog = g_in != nullptr ? 0.f : A_log[hv], dtb = g_in != nullptr ? 0.f : dt_bias[hv];
 
   for (long long t = bos; t < eos; ++t) {
     __syncthreads();
@@ -49,7 +51,8 @@ __global__ void __launch_bounds__(2 * BV)
         sq += xq[j] * xq[j];
         sk += xk[j] * xk[j];
       }
-      const float rq = rsqrtf(warp_sum(sq) + kL2Eps) * scale, rk = rsqrtf(warp_sum(sk) + kL2Eps);
+      const float rq = (qk_l2norm ? rsqrtf(warp_sum(sq) + kL2Eps) : 1.f) * scale,
+                  rk = qk_l2norm ? rsqrtf(warp_sum(sk) + kL2Eps) : 1.f;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         qs[tid + 32 * j] = xq[j] * rq;
@@ -57,9 +60,9 @@ __global__ void __launch_bounds__(2 * BV)
       }
     }
     __syncthreads();
-    const float g = gate_g(__bfloat162float(a[t * ab_st + hv]), alog, dtb);
-    const float beta = gate_beta(__bfloat162float(b[t * ab_st + hv]));
-    const float eg = expf(g);
+    const float2 gb = gate_at(a, b, g_in, beta_in, t * ab_st + hv, alog, dtb);
+    const float beta = gb.y;
+    const float eg = expf(gb.x);
     float dot = 0.f;
 #pragma unroll
     for (int i = 0; i < R; ++i) {

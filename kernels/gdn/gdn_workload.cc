@@ -33,7 +33,7 @@ namespace {
 
 class GdnWorkload final : public tuner::Workload {
  public:
-  explicit GdnWorkload(const ProblemSpec& spec) : spec_(spec) {}
+  GdnWorkload(const ProblemSpec& spec, InputForm form) : spec_(spec), form_(form) {}
 
   Status Init(std::uint64_t seed) {
     const std::int64_t T = spec_.tokens, H = spec_.heads, HV = spec_.value_heads, D = kHeadDim;
@@ -55,6 +55,11 @@ class GdnWorkload final : public tuner::Workload {
     rp.cu_seqlens = cu_;
     bf16_vec(T * H * D, q_, rp.q);
     bf16_vec(T * H * D, k_, rp.k);
+    if (!form_.qk_l2norm) {  // unit rows (to bf16 rounding) as a caller that normalised them would pass
+      NormaliseRows(q_, rp.q);
+      NormaliseRows(k_, rp.k);
+      rp.qk_l2norm = false;
+    }
     bf16_vec(T * HV * D, v_, rp.v);
     bf16_vec(T * HV, a_, rp.a);
     bf16_vec(T * HV, b_, rp.b);
@@ -67,6 +72,17 @@ class GdnWorkload final : public tuner::Workload {
     }
     rp.A_log.assign(alog_.begin(), alog_.end());
     rp.dt_bias.assign(dtb_.begin(), dtb_.end());
+    if (form_.precomputed_gates) {  // the same gates, computed here in double and passed as fp32
+      g_.resize(T * HV);
+      beta_.resize(T * HV);
+      for (std::int64_t i = 0; i < T * HV; ++i) {
+        g_[i] = static_cast<float>(GateG(rp.a[i], rp.A_log[i % HV], rp.dt_bias[i % HV]));
+        beta_[i] = static_cast<float>(GateBeta(rp.b[i]));
+      }
+      rp.g.assign(g_.begin(), g_.end());
+      rp.beta.assign(beta_.begin(), beta_.end());
+      rp.a.clear(), rp.b.clear(), rp.A_log.clear(), rp.dt_bias.clear();
+    }
     const std::int64_t N = static_cast<std::int64_t>(cu_.size()) - 1;
     state_elems_ = static_cast<std::size_t>(N * HV * D * D);
     if (spec_.initial_state) {
@@ -83,10 +99,15 @@ class GdnWorkload final : public tuner::Workload {
     DFLASH_RETURN_IF_ERROR(upload(q_buf_, q_.data(), q_.size() * 2, "gdn q"));
     DFLASH_RETURN_IF_ERROR(upload(k_buf_, k_.data(), k_.size() * 2, "gdn k"));
     DFLASH_RETURN_IF_ERROR(upload(v_buf_, v_.data(), v_.size() * 2, "gdn v"));
-    DFLASH_RETURN_IF_ERROR(upload(a_buf_, a_.data(), a_.size() * 2, "gdn a"));
-    DFLASH_RETURN_IF_ERROR(upload(b_buf_, b_.data(), b_.size() * 2, "gdn b"));
-    DFLASH_RETURN_IF_ERROR(upload(alog_buf_, alog_.data(), alog_.size() * 4, "gdn A_log"));
-    DFLASH_RETURN_IF_ERROR(upload(dtb_buf_, dtb_.data(), dtb_.size() * 4, "gdn dt_bias"));
+    if (form_.precomputed_gates) {
+      DFLASH_RETURN_IF_ERROR(upload(a_buf_, g_.data(), g_.size() * 4, "gdn g"));
+      DFLASH_RETURN_IF_ERROR(upload(b_buf_, beta_.data(), beta_.size() * 4, "gdn beta"));
+    } else {
+      DFLASH_RETURN_IF_ERROR(upload(a_buf_, a_.data(), a_.size() * 2, "gdn a"));
+      DFLASH_RETURN_IF_ERROR(upload(b_buf_, b_.data(), b_.size() * 2, "gdn b"));
+      DFLASH_RETURN_IF_ERROR(upload(alog_buf_, alog_.data(), alog_.size() * 4, "gdn A_log"));
+      DFLASH_RETURN_IF_ERROR(upload(dtb_buf_, dtb_.data(), dtb_.size() * 4, "gdn dt_bias"));
+    }
     if (spec_.initial_state) DFLASH_RETURN_IF_ERROR(upload(h0_buf_, h0_.data(), h0_.size() * 4, "gdn h0"));
     DFLASH_ASSIGN_OR_RETURN(o_buf_, gpu::DeviceBuffer::Alloc(static_cast<std::size_t>(T * HV * D * 2), "gdn o"));
     if (spec_.final_state) {
@@ -94,6 +115,11 @@ class GdnWorkload final : public tuner::Workload {
     }
     args_ = GdnArgs::Contiguous(q_buf_.ptr(), k_buf_.ptr(), v_buf_.ptr(), a_buf_.ptr(), b_buf_.ptr(),
                                 alog_buf_.ptr(), dtb_buf_.ptr(), o_buf_.ptr(), spec_.heads, spec_.value_heads, cu_);
+    if (form_.precomputed_gates) {
+      args_.g = a_buf_.ptr(), args_.beta = b_buf_.ptr();
+      args_.a = args_.b = args_.A_log = args_.dt_bias = 0;
+    }
+    args_.qk_l2norm = form_.qk_l2norm;
     args_.h0 = spec_.initial_state ? h0_buf_.ptr() : 0;
     args_.ht = spec_.final_state ? ht_buf_.ptr() : 0;
     return Status::Ok();
@@ -181,10 +207,24 @@ class GdnWorkload final : public tuner::Workload {
     return ok;
   }
 
+  // Each D-element row of bf16 `bits` L2-normalised (eps as the kernels') and rounded back; `as_double` follows.
+  static void NormaliseRows(std::vector<std::uint16_t>& bits, std::vector<double>& as_double) {
+    for (std::size_t r = 0; r < bits.size(); r += kHeadDim) {
+      double ss = 0.0;
+      for (int i = 0; i < kHeadDim; ++i) ss += as_double[r + i] * as_double[r + i];
+      const double s = 1.0 / std::sqrt(ss + 1e-6);
+      for (int i = 0; i < kHeadDim; ++i) {
+        bits[r + i] = FloatToBf16(static_cast<float>(as_double[r + i] * s));
+        as_double[r + i] = Bf16ToFloat(bits[r + i]);
+      }
+    }
+  }
+
   ProblemSpec spec_;
+  InputForm form_;
   std::vector<std::int32_t> cu_;
   std::vector<std::uint16_t> q_, k_, v_, a_, b_;
-  std::vector<float> alog_, dtb_, h0_;
+  std::vector<float> alog_, dtb_, h0_, g_, beta_;
   std::size_t state_elems_ = 0;
   ReferenceResult ref_;
   gpu::DeviceBuffer q_buf_, k_buf_, v_buf_, a_buf_, b_buf_, alog_buf_, dtb_buf_, h0_buf_, o_buf_, ht_buf_, workspace_;
@@ -197,9 +237,9 @@ class GdnWorkload final : public tuner::Workload {
 }  // namespace
 
 Result<std::unique_ptr<tuner::Workload>> MakeGdnWorkload(const gpu::Context& ctx, const ProblemSpec& spec,
-                                                         std::uint64_t seed) {
+                                                         std::uint64_t seed, InputForm form) {
   DFLASH_RETURN_IF_ERROR(ctx.MakeCurrent());
-  auto w = std::make_unique<GdnWorkload>(spec);
+  auto w = std::make_unique<GdnWorkload>(spec, form);
   DFLASH_RETURN_IF_ERROR(w->Init(seed));
   return std::unique_ptr<tuner::Workload>(std::move(w));
 }

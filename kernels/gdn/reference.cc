@@ -6,20 +6,21 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace dflash::gdn {
 namespace {
 
 constexpr double kL2Eps = 1e-6;
 
-// Row `row` of a [rows, heads, dim] tensor, head `head`, L2-normalised and multiplied by `mult`.
+// Row `row` of a [rows, heads, dim] tensor, head `head`, L2-normalised (when `normalise`) and multiplied by `mult`.
 std::vector<double> NormalisedRow(const std::vector<double>& x, std::int64_t row, int heads, int head, int dim,
-                                  double mult) {
+                                  double mult, bool normalise) {
   std::vector<double> out(dim);
   const double* p = x.data() + (row * heads + head) * dim;
   double ss = 0.0;
   for (int i = 0; i < dim; ++i) ss += p[i] * p[i];
-  const double s = mult / std::sqrt(ss + kL2Eps);
+  const double s = normalise ? mult / std::sqrt(ss + kL2Eps) : mult;
   for (int i = 0; i < dim; ++i) out[i] = p[i] * s;
   return out;
 }
@@ -56,6 +57,13 @@ std::vector<double> InitialState(const ReferenceProblem& p, const Dims& d, int n
     s.assign(src, src + static_cast<std::size_t>(d.K) * d.V);
   }
   return s;
+}
+
+// The gate (g, beta) of token t, value head hv: as given, or from the raw inputs.
+std::pair<double, double> GateAt(const ReferenceProblem& p, std::int64_t t, int hv) {
+  const std::int64_t i = t * p.value_heads + hv;
+  if (!p.g.empty()) return {p.g[i], p.beta[i]};
+  return {GateG(p.a[i], p.A_log[hv], p.dt_bias[hv]), GateBeta(p.b[i])};
 }
 
 // Runs body(n, hv) for every (sequence, value head) pair on all cores; the pairs write disjoint outputs.
@@ -100,10 +108,18 @@ Status ValidateReferenceProblem(const ReferenceProblem& p) {
   DFLASH_RETURN_IF_ERROR(want(p.q, T * p.heads * p.key_dim, "q"));
   DFLASH_RETURN_IF_ERROR(want(p.k, T * p.heads * p.key_dim, "k"));
   DFLASH_RETURN_IF_ERROR(want(p.v, T * p.value_heads * p.value_dim, "v"));
-  DFLASH_RETURN_IF_ERROR(want(p.a, T * p.value_heads, "a"));
-  DFLASH_RETURN_IF_ERROR(want(p.b, T * p.value_heads, "b"));
-  DFLASH_RETURN_IF_ERROR(want(p.A_log, p.value_heads, "A_log"));
-  DFLASH_RETURN_IF_ERROR(want(p.dt_bias, p.value_heads, "dt_bias"));
+  if (!p.g.empty() || !p.beta.empty()) {
+    if (!p.a.empty() || !p.b.empty() || !p.A_log.empty() || !p.dt_bias.empty()) {
+      return InvalidArgument("gdn reference: give the gates raw (a, b, A_log, dt_bias) or as g, beta, not both");
+    }
+    DFLASH_RETURN_IF_ERROR(want(p.g, T * p.value_heads, "g"));
+    DFLASH_RETURN_IF_ERROR(want(p.beta, T * p.value_heads, "beta"));
+  } else {
+    DFLASH_RETURN_IF_ERROR(want(p.a, T * p.value_heads, "a"));
+    DFLASH_RETURN_IF_ERROR(want(p.b, T * p.value_heads, "b"));
+    DFLASH_RETURN_IF_ERROR(want(p.A_log, p.value_heads, "A_log"));
+    DFLASH_RETURN_IF_ERROR(want(p.dt_bias, p.value_heads, "dt_bias"));
+  }
   if (!p.h0.empty()) {
     DFLASH_RETURN_IF_ERROR(want(p.h0, N * p.value_heads * p.key_dim * p.value_dim, "h0"));
   }
@@ -130,10 +146,9 @@ Result<ReferenceResult> ReferenceRecurrent(const ReferenceProblem& p) {
       const int hk = hv / r;
       std::vector<double> S = InitialState(p, d, n, hv);
       for (std::int64_t t = p.cu_seqlens[n]; t < p.cu_seqlens[n + 1]; ++t) {
-        const std::vector<double> qn = NormalisedRow(p.q, t, d.H, hk, d.K, d.scale);
-        const std::vector<double> kn = NormalisedRow(p.k, t, d.H, hk, d.K, 1.0);
-        const double g = GateG(p.a[t * d.HV + hv], p.A_log[hv], p.dt_bias[hv]);
-        const double beta = GateBeta(p.b[t * d.HV + hv]);
+        const std::vector<double> qn = NormalisedRow(p.q, t, d.H, hk, d.K, d.scale, p.qk_l2norm);
+        const std::vector<double> kn = NormalisedRow(p.k, t, d.H, hk, d.K, 1.0, p.qk_l2norm);
+        const auto [g, beta] = GateAt(p, t, hv);
         const double eg = std::exp(g);
         for (double& s : S) s *= eg;
         const double* vt = p.v.data() + (t * d.HV + hv) * d.V;
@@ -173,11 +188,12 @@ Result<ReferenceResult> ReferenceChunked(const ReferenceProblem& p, int chunk_le
         std::vector<double> gam(c), beta(c);
         double acc = 0.0;
         for (int i = 0; i < c; ++i) {
-          qn[i] = NormalisedRow(p.q, t0 + i, d.H, hk, d.K, d.scale);
-          kn[i] = NormalisedRow(p.k, t0 + i, d.H, hk, d.K, 1.0);
-          acc += GateG(p.a[(t0 + i) * d.HV + hv], p.A_log[hv], p.dt_bias[hv]);
+          qn[i] = NormalisedRow(p.q, t0 + i, d.H, hk, d.K, d.scale, p.qk_l2norm);
+          kn[i] = NormalisedRow(p.k, t0 + i, d.H, hk, d.K, 1.0, p.qk_l2norm);
+          const auto [g, b] = GateAt(p, t0 + i, hv);
+          acc += g;
           gam[i] = acc;
-          beta[i] = GateBeta(p.b[(t0 + i) * d.HV + hv]);
+          beta[i] = b;
         }
         // T = (I + L)^-1, L = strictly_lower(diag(beta) (K K^T (.) Gamma)), by forward substitution.
         std::vector<double> T(static_cast<std::size_t>(c) * c, 0.0);

@@ -3,7 +3,8 @@
 //   ReferenceChunked:   the chunked WY/UT formulation (kernels.md) in plain double, an independent formulation
 //                       used to cross-check the first and to mirror what the GPU kernels compute.
 // Inputs are given as doubles (callers convert their bf16 data), in the kernels' logical layouts (contiguous):
-// q, k [T, H, K], v [T, HV, V], a, b [T, HV], A_log, dt_bias [HV], optional h0 [N, HV, K, V].
+// q, k [T, H, K], v [T, HV, V], a, b [T, HV], A_log, dt_bias [HV] (or the precomputed g, beta [T, HV] instead of
+// those four), optional h0 [N, HV, K, V].
 // Who may call: tests, workloads' checks. Thread-safety: pure functions (ReferenceRecurrent spreads the
 // (sequence, head) pairs over all cores internally).
 #pragma once
@@ -22,8 +23,10 @@ struct ReferenceProblem {
   int value_dim = 0;     // V
   std::vector<std::int32_t> cu_seqlens;  // [N + 1]
   std::vector<double> q, k, v, a, b, A_log, dt_bias;
-  std::vector<double> h0;  // empty: zero initial states
-  double scale = 0.0;      // 0: K^-1/2
+  std::vector<double> g, beta;  // [T, HV] each, non-empty: the gates as given (a, b, A_log, dt_bias then empty)
+  std::vector<double> h0;       // empty: zero initial states
+  double scale = 0.0;           // 0: K^-1/2
+  bool qk_l2norm = true;        // false: q and k as given
 };
 
 struct ReferenceResult {

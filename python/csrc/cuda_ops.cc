@@ -100,22 +100,45 @@ Tensor CausalConv1dSilu(const Tensor& x, const Tensor& weight, const std::option
   return Batched(std::move(y)).transpose(1, 2);  // [B, T, C] memory as [B, C, T]
 }
 
-Tensor GatedDeltaRule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b_in,
-                      const Tensor& A_log, const Tensor& dt_bias, const std::optional<Tensor>& cu_seqlens,
-                      bool tune_missing) {
+std::tuple<Tensor, Tensor> GatedDeltaRule(const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const std::optional<Tensor>& a, const std::optional<Tensor>& b,
+                                          const std::optional<Tensor>& A_log, const std::optional<Tensor>& dt_bias,
+                                          const std::optional<Tensor>& g, const std::optional<Tensor>& beta,
+                                          const std::optional<Tensor>& initial_state,
+                                          const std::optional<Tensor>& cu_seqlens, double scale, bool qk_l2norm,
+                                          bool output_final_state, bool tune_missing) {
   for (auto [t, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}}) CheckBatch("gated_delta_rule", *t, name, 4);
-  CheckBatch("gated_delta_rule", a, "a", 3);
-  CheckBatch("gated_delta_rule", b_in, "b", 3);
-  const bool packed = cu_seqlens && cu_seqlens->defined();
-  TORCH_CHECK(!packed || q.size(0) == 1, "dflash_tune.gated_delta_rule: cu_seqlens needs batch 1, got ", q.size(0));
-  TORCH_CHECK(k.size(0) == q.size(0) && v.size(0) == q.size(0) && a.size(0) == q.size(0) && b_in.size(0) == q.size(0),
-              "dflash_tune.gated_delta_rule: q, k, v, a, b batch sizes differ");
-  auto ops = OpsFor(q.device(), tune_missing);
-  std::vector<Tensor> o;
-  for (std::int64_t r = 0; r < q.size(0); ++r) {
-    o.push_back(ops->GatedDeltaRule(q[r], k[r], v[r], a[r], b_in[r], A_log, dt_bias, packed ? *cu_seqlens : Tensor()));
+  const std::int64_t batch = q.size(0);
+  for (auto [t, name] : {std::pair{&a, "a"}, {&b, "b"}, {&g, "g"}, {&beta, "beta"}}) {
+    if (*t) {
+      CheckBatch("gated_delta_rule", **t, name, 3);
+      TORCH_CHECK((*t)->size(0) == batch, "dflash_tune.gated_delta_rule: ", name, "'s batch size differs from q's");
+    }
   }
-  return Batched(std::move(o));
+  const bool packed = cu_seqlens && cu_seqlens->defined();
+  TORCH_CHECK(!packed || batch == 1, "dflash_tune.gated_delta_rule: cu_seqlens needs batch 1, got ", batch);
+  TORCH_CHECK(k.size(0) == batch && v.size(0) == batch, "dflash_tune.gated_delta_rule: q, k, v batch sizes differ");
+  const bool has_h0 = initial_state && initial_state->defined();
+  TORCH_CHECK(!has_h0 || packed || initial_state->size(0) == batch,
+              "dflash_tune.gated_delta_rule: initial_state must hold one state per batch row (", batch, "), got ",
+              initial_state->sizes());
+  auto ops = OpsFor(q.device(), tune_missing);
+  const auto whole = [](const std::optional<Tensor>& t) { return t ? *t : Tensor(); };
+  std::vector<Tensor> o, ht;
+  for (std::int64_t r = 0; r < batch; ++r) {
+    const trainer::CachedKernelOps::GdnGates gates{RowOf(a, r), RowOf(b, r), whole(A_log), whole(dt_bias),
+                                                   RowOf(g, r), RowOf(beta, r)};
+    trainer::CachedKernelOps::GdnForm form;
+    form.qk_l2norm = qk_l2norm;
+    form.scale = scale;
+    form.final_state = output_final_state;
+    if (has_h0) form.initial_state = packed ? *initial_state : initial_state->narrow(0, r, 1);
+    auto [o_r, ht_r] = ops->GatedDeltaRuleWith(q[r], k[r], v[r], gates, packed ? *cu_seqlens : Tensor(), form);
+    o.push_back(o_r);
+    if (output_final_state) ht.push_back(ht_r);
+  }
+  return {Batched(std::move(o)),
+          output_final_state ? torch::cat(ht) : torch::empty({0}, q.options().dtype(torch::kFloat))};
 }
 
 }  // namespace

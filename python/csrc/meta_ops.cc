@@ -36,11 +36,19 @@ Tensor CausalConv1dSilu(const Tensor& x, const Tensor& weight, const std::option
   return torch::empty({x.size(0), x.size(2), x.size(1)}, x.options()).transpose(1, 2);
 }
 
-Tensor GatedDeltaRule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
-                      const Tensor& A_log, const Tensor& dt_bias, const std::optional<Tensor>& cu_seqlens,
-                      bool tune_missing) {
+std::tuple<Tensor, Tensor> GatedDeltaRule(const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const std::optional<Tensor>& a, const std::optional<Tensor>& b,
+                                          const std::optional<Tensor>& A_log, const std::optional<Tensor>& dt_bias,
+                                          const std::optional<Tensor>& g, const std::optional<Tensor>& beta,
+                                          const std::optional<Tensor>& initial_state,
+                                          const std::optional<Tensor>& cu_seqlens, double scale, bool qk_l2norm,
+                                          bool output_final_state, bool tune_missing) {
   TORCH_CHECK(v.dim() == 4, "dflash_tune.gated_delta_rule: v must be [B, T, HV, 128], got ", v.sizes());
-  return torch::empty(v.sizes(), v.options());
+  const std::int64_t seqs = cu_seqlens && cu_seqlens->defined() ? cu_seqlens->size(0) - 1 : v.size(0);
+  const auto states = v.options().dtype(torch::kFloat);
+  return {torch::empty(v.sizes(), v.options()), output_final_state
+                                                    ? torch::empty({seqs, v.size(2), v.size(3), v.size(3)}, states)
+                                                    : torch::empty({0}, states)};
 }
 
 }  // namespace

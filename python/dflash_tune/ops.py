@@ -3,6 +3,8 @@
   dflash_attention      the DFlash drafter attention (block masks over anchors; full or sliding window; packed rows
                         by document starts), differentiable (our forward and backward kernels), bf16, GQA
   gated_delta_rule      the Qwen3.5 gated delta rule from its raw gate inputs (a, b, A_log, dt_bias), forward only
+  chunk_gated_delta_rule  flash-linear-attention's ``chunk_gated_delta_rule`` (precomputed g, beta; its keyword
+                        arguments), forward only
   causal_conv1d         causal depthwise conv1d + SiLU, ``causal_conv1d_fn``'s semantics (x [B, C, T], weight
                         [C, 4]), forward only
 
@@ -137,21 +139,10 @@ torch.library.register_autograd("dflash_tune::attention_fwd", _attention_backwar
                                 setup_context=_attention_setup_context)
 
 
-def gated_delta_rule(q, k, v, a, b, A_log, dt_bias, cu_seqlens=None, *, tune_missing: bool = False):
-    """The Qwen3.5 gated delta net's recurrence (transformers' Qwen3_5GatedDeltaNet after its conv), forward only.
-
-    q, k [B, T, H, 128], v [B, T, HV, 128] bf16 (HV a multiple of H; value head j uses key head j // (HV // H)),
-    a, b [B, T, HV] bf16 (the raw gate inputs), A_log and dt_bias [HV] fp32. Inside: g = -exp(A_log) *
-    softplus(a + dt_bias), beta = sigmoid(b), q and k L2-normalised (eps 1e-6), q scaled by 128**-0.5, fp32 state
-    starting at 0 (and at every document start of cu_seqlens [docs + 1] int, batch 1; the launch plans the
-    documents on the host, so a CUDA cu_seqlens is copied back, a synchronisation: pass a CPU one). Returns o [B, T, HV, 128] bf16.
-    """
+def _check_gdn_qkv(q, k, v):
+    """-> (batch, tokens, heads, value_heads) of the gated delta rule's q, k [B, T, H, 128], v [B, T, HV, 128]."""
     for t, name in ((q, "q"), (k, "k"), (v, "v")):
         _check(t, name, torch.bfloat16, 4)
-    for t, name in ((a, "a"), (b, "b")):
-        _check(t, name, torch.bfloat16, 3)
-    for t, name in ((A_log, "A_log"), (dt_bias, "dt_bias")):
-        _check(t, name, torch.float32, 1)
     batch, tokens, heads, head_dim = q.shape
     value_heads = v.shape[2]
     if k.shape != q.shape or head_dim != 128 or v.shape[:2] != (batch, tokens) or v.shape[3] != 128:
@@ -159,15 +150,130 @@ def gated_delta_rule(q, k, v, a, b, A_log, dt_bias, cu_seqlens=None, *, tune_mis
                          f"{tuple(k.shape)}, {tuple(v.shape)}")
     if value_heads % heads != 0:
         raise ValueError(f"dflash_tune: HV={value_heads} must be a multiple of H={heads}")
+    return batch, tokens, heads, value_heads
+
+
+def _check_states(initial_state, num_seqs: int, value_heads: int):
+    if initial_state is None:
+        return
+    if not isinstance(initial_state, torch.Tensor) or not initial_state.is_floating_point():
+        raise TypeError("dflash_tune: initial_state must be a float tensor [N, HV, 128, 128]")
+    if tuple(initial_state.shape) != (num_seqs, value_heads, 128, 128):
+        raise ValueError(f"dflash_tune: initial_state must be [N, HV, 128, 128] = {(num_seqs, value_heads, 128, 128)} "
+                         f"(N: one per sequence), got {tuple(initial_state.shape)}")
+
+
+def gated_delta_rule(q, k, v, a, b, A_log, dt_bias, cu_seqlens=None, *, initial_state=None,
+                     output_final_state: bool = False, scale: Optional[float] = None, tune_missing: bool = False):
+    """The Qwen3.5 gated delta net's recurrence (transformers' Qwen3_5GatedDeltaNet after its conv), forward only.
+
+    q, k [B, T, H, 128], v [B, T, HV, 128] bf16 (HV a multiple of H; value head j uses key head j // (HV // H)),
+    a, b [B, T, HV] bf16 (the raw gate inputs), A_log and dt_bias [HV] fp32. Inside: g = -exp(A_log) *
+    softplus(a + dt_bias), beta = sigmoid(b), q and k L2-normalised (eps 1e-6), q scaled by ``scale`` (default
+    128**-0.5), fp32 state starting at ``initial_state`` [N, HV, 128 (K), 128 (V)] (default 0) for each of the N
+    sequences: the batch rows, or the documents of cu_seqlens [N + 1] int at batch 1 (the launch plans the documents
+    on the host, so a CUDA cu_seqlens is copied back, a synchronisation: pass a CPU one). Returns o [B, T, HV, 128]
+    bf16, or (o, final states fp32 [N, HV, 128, 128]) with ``output_final_state=True``.
+    """
+    batch, tokens, heads, value_heads = _check_gdn_qkv(q, k, v)
+    for t, name in ((a, "a"), (b, "b")):
+        _check(t, name, torch.bfloat16, 3)
+    for t, name in ((A_log, "A_log"), (dt_bias, "dt_bias")):
+        _check(t, name, torch.float32, 1)
     if a.shape != (batch, tokens, value_heads) or b.shape != a.shape:
         raise ValueError(f"dflash_tune: a and b must be [B, T, HV] = {(batch, tokens, value_heads)}, got "
                          f"{tuple(a.shape)} and {tuple(b.shape)}")
     if A_log.shape != (value_heads,) or dt_bias.shape != (value_heads,):
         raise ValueError(f"dflash_tune: A_log and dt_bias must be [HV] = [{value_heads}]")
     _check_cu_seqlens(cu_seqlens, batch, tokens)
-    _check_devices(q=q, k=k, v=v, a=a, b=b, A_log=A_log, dt_bias=dt_bias)
-    _no_grad_needed("gated_delta_rule", q, k, v, a, b, A_log, dt_bias)
-    return _call(_ops.gated_delta_rule, q, k, v, a, b, A_log, dt_bias, cu_seqlens, tune_missing)
+    _check_states(initial_state, batch if cu_seqlens is None else cu_seqlens.numel() - 1, value_heads)
+    _check_devices(q=q, k=k, v=v, a=a, b=b, A_log=A_log, dt_bias=dt_bias, initial_state=initial_state)
+    _no_grad_needed("gated_delta_rule", q, k, v, a, b, A_log, dt_bias,
+                    *([] if initial_state is None else [initial_state]))
+    o, final_state = _call(_ops.gated_delta_rule, q, k, v, a, b, A_log, dt_bias, None, None, initial_state,
+                           cu_seqlens, float(scale or 0.0), True, output_final_state, tune_missing)
+    return (o, final_state) if output_final_state else o
+
+
+def chunk_gated_delta_rule(q, k, v, g, beta, scale: Optional[float] = None, initial_state=None,
+                           output_final_state: bool = False, use_qk_l2norm_in_kernel: bool = False,
+                           use_beta_sigmoid_in_kernel: bool = False, allow_neg_eigval: bool = False,
+                           state_v_first: bool = False, cu_seqlens=None, cu_seqlens_cpu=None, chunk_indices=None,
+                           cp_context=None, *, tune_missing: bool = False, **kwargs):
+    """flash-linear-attention 0.6's ``fla.ops.gated_delta_rule.chunk_gated_delta_rule``, same arguments and
+    results, on the gdn family's tuned kernels; forward only (a call that needs gradients raises).
+
+    q, k [B, T, H, 128], v [B, T, HV, 128] bf16 (HV a multiple of H), g (log-space decay) and beta [B, T, HV]
+    (any float dtype; with ``use_beta_sigmoid_in_kernel`` beta is the logits, times 2 with ``allow_neg_eigval``;
+    with ``use_gate_in_kernel=True`` g is the raw gate input and ``A_log`` [HV] (and ``dt_bias`` [HV]) make the
+    decay -exp(A_log) softplus(g + dt_bias)), ``initial_state`` [N, HV, K, V] float ([N, HV, V, K] with
+    ``state_v_first``), cu_seqlens [N + 1] at batch 1 (a CUDA one is copied to the host: pass ``cu_seqlens_cpu``
+    to avoid the synchronisation). Returns (o [B, T, HV, 128] bf16, final states fp32 [N, HV, K, V] or None).
+    ``chunk_size`` and ``chunk_indices`` are accepted and not needed (the tuned winner picks its chunk length);
+    ``cp_context`` (context parallel) is not served.
+    """
+    if "transpose_state_layout" in kwargs:
+        if state_v_first:
+            raise ValueError("dflash_tune: pass state_v_first or the deprecated transpose_state_layout, not both")
+        state_v_first = kwargs.pop("transpose_state_layout")
+    if "head_first" in kwargs:
+        raise ValueError("dflash_tune: head_first is not served (flash-linear-attention removed it too): "
+                         "pass [B, T, H, ...] tensors")
+    use_gate_in_kernel = kwargs.pop("use_gate_in_kernel", False)
+    A_log, dt_bias = kwargs.pop("A_log", None), kwargs.pop("dt_bias", None)
+    chunk_size = kwargs.pop("chunk_size", 64)
+    if kwargs:
+        raise TypeError(f"dflash_tune.chunk_gated_delta_rule: unexpected keyword arguments {sorted(kwargs)}")
+    if chunk_size not in (16, 32, 64):
+        raise ValueError(f"dflash_tune: chunk_size must be 16, 32 or 64, got {chunk_size}")
+    if cp_context is not None:
+        raise NotImplementedError("dflash_tune.chunk_gated_delta_rule: cp_context (context parallel) is not served")
+    if allow_neg_eigval and not use_beta_sigmoid_in_kernel:
+        raise ValueError("dflash_tune: allow_neg_eigval=True requires use_beta_sigmoid_in_kernel=True")
+    batch, tokens, heads, value_heads = _check_gdn_qkv(q, k, v)
+    for t, name in ((g, "g"), (beta, "beta")):
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            raise TypeError(f"dflash_tune: {name} must be a float tensor [B, T, HV]")
+        if t.shape != (batch, tokens, value_heads):
+            raise ValueError(f"dflash_tune: {name} must be [B, T, HV] = {(batch, tokens, value_heads)}, got "
+                             f"{tuple(t.shape)}")
+    if use_gate_in_kernel:
+        if A_log is None:
+            raise ValueError("dflash_tune: use_gate_in_kernel=True needs A_log")
+        for t, name in ((A_log, "A_log"), (dt_bias, "dt_bias")):
+            if t is not None and (not isinstance(t, torch.Tensor) or t.shape != (value_heads,)):
+                raise ValueError(f"dflash_tune: {name} must be a tensor [HV] = [{value_heads}]")
+    _check_cu_seqlens(cu_seqlens, batch, tokens)
+    if cu_seqlens_cpu is not None:
+        _check_cu_seqlens(cu_seqlens_cpu, batch, tokens)
+        cu_seqlens = cu_seqlens_cpu  # the host copy the launch plans from: no synchronisation
+    num_seqs = batch if cu_seqlens is None else cu_seqlens.numel() - 1
+    if state_v_first and initial_state is not None:
+        initial_state = initial_state.transpose(-1, -2)
+    _check_states(initial_state, num_seqs, value_heads)
+    _check_devices(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=dt_bias, initial_state=initial_state)
+    _no_grad_needed("chunk_gated_delta_rule", q, k, v, g, beta,
+                    *[t for t in (initial_state, A_log, dt_bias) if t is not None])
+    raw_gates = (use_gate_in_kernel and use_beta_sigmoid_in_kernel and not allow_neg_eigval and
+                 g.dtype == torch.bfloat16 and beta.dtype == torch.bfloat16)
+    if raw_gates:  # the kernels' own gate math, as the Qwen3.5 form
+        gates = (g, beta, A_log.float().contiguous(),
+                 torch.zeros_like(A_log, dtype=torch.float32) if dt_bias is None else dt_bias.float().contiguous(),
+                 None, None)
+    else:  # fp32 g and beta as given (or from their raw forms here, in fp32)
+        g32 = g.float()
+        if use_gate_in_kernel:
+            g32 = -A_log.float().exp() * torch.nn.functional.softplus(g32 + (0.0 if dt_bias is None else
+                                                                              dt_bias.float()))
+        beta32 = beta.float()
+        if use_beta_sigmoid_in_kernel:
+            beta32 = beta32.sigmoid() * (2.0 if allow_neg_eigval else 1.0)
+        gates = (None, None, None, None, g32, beta32)
+    o, final_state = _call(_ops.gated_delta_rule, q, k, v, *gates, initial_state, cu_seqlens,
+                           float(scale or 0.0), use_qk_l2norm_in_kernel, output_final_state, tune_missing)
+    if not output_final_state:
+        return o, None
+    return o, (final_state.transpose(-1, -2).contiguous() if state_v_first else final_state)
 
 
 def _check_cu_seqlens(cu_seqlens, batch: int, tokens: int):

@@ -75,7 +75,24 @@ class PackageTest(unittest.TestCase):
         v = torch.randn(1, 64, 4, 128, dtype=torch.bfloat16, device="meta")
         a = torch.randn(1, 64, 4, dtype=torch.bfloat16, device="meta")
         h = torch.randn(4, dtype=torch.float32, device="meta")
-        torch.library.opcheck(OPS.gated_delta_rule.default, (q, q.clone(), v, a, a.clone(), h, h.clone(), None, False))
+        # Raw gates, no states; precomputed gates (fp32 g, beta) with initial and final states, q and k as given.
+        torch.library.opcheck(OPS.gated_delta_rule.default, (q, q.clone(), v, a, a.clone(), h, h.clone(), None, None,
+                                                             None, None, 0.0, True, False, False))
+        g = torch.randn(1, 64, 4, dtype=torch.float32, device="meta")
+        h0 = torch.randn(3, 4, 128, 128, dtype=torch.float32, device="meta")
+        cu = torch.tensor([0, 10, 20, 64], dtype=torch.int32, device="meta")
+        torch.library.opcheck(OPS.gated_delta_rule.default, (q, q.clone(), v, None, None, None, None, g, g.clone(),
+                                                             h0, cu, 0.1, False, True, False))
+
+    def test_fake_gated_delta_rule_outputs_have_the_cuda_implementations_shapes(self):
+        q = torch.empty(2, 64, 2, 128, dtype=torch.bfloat16, device="meta")
+        v = torch.empty(2, 64, 6, 128, dtype=torch.bfloat16, device="meta")
+        g = torch.empty(2, 64, 6, dtype=torch.float32, device="meta")
+        o, ht = OPS.gated_delta_rule(q, q, v, None, None, None, None, g, g, None, None, 0.0, False, True, False)
+        self.assertEqual((o.shape, o.dtype), (v.shape, torch.bfloat16))
+        self.assertEqual((ht.shape, ht.dtype), ((2, 6, 128, 128), torch.float32))
+        _, none = OPS.gated_delta_rule(q, q, v, None, None, None, None, g, g, None, None, 0.0, False, False, False)
+        self.assertEqual(none.shape, (0,))
 
     def test_missing_key_raises_with_the_exact_warmup_command(self):
         with self.assertRaises(dflash_tune.MissingKernelError) as caught:
@@ -116,6 +133,9 @@ class PackageTest(unittest.TestCase):
 
     def test_wrong_dtype_shape_and_device_are_one_line_errors(self):
         q, k, v, anchors, valid = attention_inputs(device="cpu")
+        gdn_qkv = (torch.zeros(1, 4, 1, 128, dtype=torch.bfloat16), torch.zeros(1, 4, 1, 128, dtype=torch.bfloat16),
+                   torch.zeros(1, 4, 2, 128, dtype=torch.bfloat16))
+        fla_gates = (torch.zeros(1, 4, 2), torch.zeros(1, 4, 2))
         cases = [
             (TypeError, "q must be torch.bfloat16, got torch.float32",
              lambda: ops.dflash_attention(q.float(), k, v, anchors, ctx_len=256)),
@@ -139,6 +159,20 @@ class PackageTest(unittest.TestCase):
              lambda: ops.gated_delta_rule(*[torch.zeros(1, 4, 1, 128, dtype=torch.bfloat16)] * 3,
                                           *[torch.zeros(1, 4, 1, dtype=torch.bfloat16)] * 2,
                                           torch.zeros(1, dtype=torch.bfloat16), torch.zeros(1))),
+            (TypeError, "unexpected keyword arguments \\['bogus'\\]",
+             lambda: ops.chunk_gated_delta_rule(*gdn_qkv, *fla_gates, bogus=1)),
+            (NotImplementedError, "cp_context",
+             lambda: ops.chunk_gated_delta_rule(*gdn_qkv, *fla_gates, cp_context=object())),
+            (ValueError, "allow_neg_eigval=True requires use_beta_sigmoid_in_kernel=True",
+             lambda: ops.chunk_gated_delta_rule(*gdn_qkv, *fla_gates, allow_neg_eigval=True)),
+            (ValueError, "g must be \\[B, T, HV\\] = \\(1, 4, 2\\), got \\(1, 4, 1\\)",
+             lambda: ops.chunk_gated_delta_rule(*gdn_qkv, fla_gates[0][..., :1], fla_gates[1])),
+            (ValueError, "use_gate_in_kernel=True needs A_log",
+             lambda: ops.chunk_gated_delta_rule(*gdn_qkv, *fla_gates, use_gate_in_kernel=True)),
+            (ValueError, "initial_state must be \\[N, HV, 128, 128\\] = \\(1, 2, 128, 128\\)",
+             lambda: ops.chunk_gated_delta_rule(*gdn_qkv, *fla_gates, initial_state=torch.zeros(2, 2, 128, 128))),
+            (ValueError, "q must be on a CUDA device, got cpu",
+             lambda: ops.chunk_gated_delta_rule(*gdn_qkv, *fla_gates, initial_state=torch.zeros(1, 2, 128, 128))),
             (ValueError, "cu_seqlens \\(packed sequences\\) needs batch 1",
              lambda: ops.causal_conv1d(torch.zeros(2, 8, 4, dtype=torch.bfloat16),
                                        torch.zeros(8, 4, dtype=torch.bfloat16),

@@ -150,7 +150,8 @@ def prep_args(inp, chunks_d, gcum, w, u, kd, qg, pm):
     q, k, v, a, b, A_log, dt_bias = inp
     return (P(q), I64(q.stride(0)), I64(q.stride(1)), P(k), I64(k.stride(0)), I64(k.stride(1)),
             P(v), I64(v.stride(0)), I64(v.stride(1)), P(a), P(b), I64(a.stride(0)), P(A_log), P(dt_bias),
-            P(chunks_d), I32(q.shape[1]), I32(v.shape[1]), P(gcum), P(w), P(u), P(kd), np.float32(D ** -0.5),
+            P(None), P(None), P(chunks_d), I32(q.shape[1]), I32(v.shape[1]), I32(1), P(gcum), P(w), P(u), P(kd),
+            np.float32(D ** -0.5),
             P(qg), P(pm))
 
 
@@ -205,7 +206,7 @@ def run_chunked(K, inp, seqlens, h0, want_ht, seg_chunks=None, fused=False):
     if nchunks:
         K.launch("output", (D // K.BVO, nchunks, HV), (NT,),
                  (P(q), I64(q.stride(0)), I64(q.stride(1)), P(k), I64(k.stride(0)), I64(k.stride(1)),
-                  P(gcum), P(hbuf), P(vnew), P(chunks_d), I32(H), I32(HV), scale,
+                  P(gcum), P(hbuf), P(vnew), P(chunks_d), I32(H), I32(HV), I32(1), scale,
                   P(o), I64(o.stride(0)), I64(o.stride(1))))
     return o, ht
 
@@ -221,8 +222,8 @@ def run_recurrent(K, inp, seqlens, h0, want_ht):
     K.launch("recurrent", (D // K.BVR, HV, N), (2 * K.BVR,),
              (P(q), I64(q.stride(0)), I64(q.stride(1)), P(k), I64(k.stride(0)), I64(k.stride(1)),
               P(v), I64(v.stride(0)), I64(v.stride(1)), P(a), P(b), I64(a.stride(0)), P(A_log), P(dt_bias),
-              P(dev_i32(cu)), I32(H), I32(HV), np.float32(D ** -0.5), P(h0), P(ht), P(o), I64(o.stride(0)),
-              I64(o.stride(1))))
+              P(None), P(None), P(dev_i32(cu)), I32(H), I32(HV), I32(1), np.float32(D ** -0.5), P(h0), P(ht),
+              P(o), I64(o.stride(0)), I64(o.stride(1))))
     return o, ht
 
 

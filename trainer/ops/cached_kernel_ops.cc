@@ -89,7 +89,7 @@ void Check(const Status& s, const std::string& what) {
   TORCH_CHECK(s.ok(), "CachedKernelOps ", what, ": ", s.ToString());
 }
 
-CUdeviceptr Ptr(const torch::Tensor& t) { return reinterpret_cast<CUdeviceptr>(t.data_ptr()); }
+CUdeviceptr Ptr(const torch::Tensor& t) { return t.defined() ? reinterpret_cast<CUdeviceptr>(t.data_ptr()) : 0; }
 
 // A [T, H, D] bf16 tensor the kernels can read by (token, head) strides: the last dim contiguous and every row
 // 16-byte aligned; else a contiguous copy.
@@ -478,31 +478,72 @@ torch::Tensor CachedKernelOps::CausalConv1dSilu(const torch::Tensor& x_in, const
   return y;
 }
 
-torch::Tensor CachedKernelOps::GatedDeltaRule(const torch::Tensor& q_in, const torch::Tensor& k_in,
-                                              const torch::Tensor& v_in, const torch::Tensor& a_in,
-                                              const torch::Tensor& b_in, const torch::Tensor& A_log_in,
-                                              const torch::Tensor& dt_bias_in, const torch::Tensor& cu_seqlens) {
-  for (auto [t, name] : {std::pair{&q_in, "q"}, {&k_in, "k"}, {&v_in, "v"}, {&a_in, "a"}, {&b_in, "b"}}) {
+torch::Tensor CachedKernelOps::GatedDeltaRule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                              const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& A_log,
+                                              const torch::Tensor& dt_bias, const torch::Tensor& cu_seqlens) {
+  return GatedDeltaRuleWith(q, k, v, GdnGates{a, b, A_log, dt_bias, {}, {}}, cu_seqlens, GdnForm{}).first;
+}
+
+std::pair<torch::Tensor, torch::Tensor> CachedKernelOps::GatedDeltaRuleWith(const torch::Tensor& q_in,
+                                                                            const torch::Tensor& k_in,
+                                                                            const torch::Tensor& v_in,
+                                                                            const GdnGates& gates,
+                                                                            const torch::Tensor& cu_seqlens,
+                                                                            const GdnForm& form) {
+  for (auto [t, name] : {std::pair{&q_in, "q"}, {&k_in, "k"}, {&v_in, "v"}}) {
     CheckOnDevice(*state_, *t, name, torch::kBFloat16);
   }
-  CheckOnDevice(*state_, A_log_in, "A_log", torch::kFloat);
-  CheckOnDevice(*state_, dt_bias_in, "dt_bias", torch::kFloat);
   TORCH_CHECK(q_in.dim() == 3 && q_in.sizes() == k_in.sizes() && q_in.size(2) == gdn::kHeadDim && v_in.dim() == 3 &&
                   v_in.size(0) == q_in.size(0) && v_in.size(2) == gdn::kHeadDim,
               "CachedKernelOps::GatedDeltaRule: q, k [T, H, 128] and v [T, HV, 128], got ", q_in.sizes(), ", ",
               k_in.sizes(), ", ", v_in.sizes());
   const std::int64_t tokens = q_in.size(0), heads = q_in.size(1), value_heads = v_in.size(1);
-  TORCH_CHECK(a_in.sizes() == torch::IntArrayRef({tokens, value_heads}) && b_in.sizes() == a_in.sizes() &&
-                  A_log_in.numel() == value_heads && dt_bias_in.numel() == value_heads,
-              "CachedKernelOps::GatedDeltaRule: a, b [T, HV] and A_log, dt_bias [HV]");
+  const torch::IntArrayRef gate_shape({tokens, value_heads});
+  const bool raw = gates.a.defined();
+  TORCH_CHECK(raw != gates.g.defined(),
+              "CachedKernelOps::GatedDeltaRule: give the gates raw (a, b, A_log, dt_bias) or as g, beta, not ",
+              raw ? "both" : "neither");
+  torch::Tensor a, b, A_log, dt_bias, g, beta;
+  if (raw) {
+    for (auto [t, name] : {std::pair{&gates.a, "a"}, {&gates.b, "b"}}) {
+      CheckOnDevice(*state_, *t, name, torch::kBFloat16);
+    }
+    for (auto [t, name] : {std::pair{&gates.A_log, "A_log"}, {&gates.dt_bias, "dt_bias"}}) {
+      TORCH_CHECK(t->defined(), "CachedKernelOps::GatedDeltaRule: the raw gate form needs ", name);
+      CheckOnDevice(*state_, *t, name, torch::kFloat);
+    }
+    TORCH_CHECK(gates.a.sizes() == gate_shape && gates.b.sizes() == gate_shape && gates.A_log.numel() == value_heads &&
+                    gates.dt_bias.numel() == value_heads,
+                "CachedKernelOps::GatedDeltaRule: a, b [T, HV] and A_log, dt_bias [HV]");
+    a = gates.a.contiguous(), b = gates.b.contiguous(), A_log = gates.A_log.contiguous();
+    dt_bias = gates.dt_bias.contiguous();
+  } else {
+    TORCH_CHECK(gates.beta.defined(), "CachedKernelOps::GatedDeltaRule: the precomputed gate form needs beta");
+    for (auto [t, name] : {std::pair{&gates.g, "g"}, {&gates.beta, "beta"}}) {
+      TORCH_CHECK(t->device() == q_in.device() && t->is_floating_point() && t->sizes() == gate_shape,
+                  "CachedKernelOps::GatedDeltaRule: ", name, " must be a float tensor [T, HV] = ", gate_shape, " on ",
+                  q_in.device(), ", got ", t->scalar_type(), " ", t->sizes(), " on ", t->device());
+    }
+    g = gates.g.to(torch::kFloat).contiguous(), beta = gates.beta.to(torch::kFloat).contiguous();
+  }
   const c10::DeviceGuard guard(q_in.device());
   const torch::NoGradGuard no_grad;
   // q, k, v as they come (the target's are views into its conv output: token stride 2K + V) when the kernels can
   // address them: last dim contiguous, 16-byte aligned rows; a copy otherwise.
-  const auto q = RowAddressable(q_in), k = RowAddressable(k_in), v = RowAddressable(v_in), a = a_in.contiguous(),
-             b = b_in.contiguous(), A_log = A_log_in.contiguous(), dt_bias = dt_bias_in.contiguous();
+  const auto q = RowAddressable(q_in), k = RowAddressable(k_in), v = RowAddressable(v_in);
   const std::vector<std::int32_t> cu = HostCuSeqlens(cu_seqlens, tokens);
   const std::int64_t docs = static_cast<std::int64_t>(cu.size()) - 1;
+  const std::vector<std::int64_t> state_shape{docs, value_heads, gdn::kHeadDim, gdn::kHeadDim};
+  torch::Tensor h0, ht;
+  if (form.initial_state.defined()) {
+    TORCH_CHECK(form.initial_state.device() == q_in.device() && form.initial_state.is_floating_point() &&
+                    form.initial_state.sizes() == torch::IntArrayRef(state_shape),
+                "CachedKernelOps::GatedDeltaRule: initial states must be a float tensor [N, HV, 128, 128] = ",
+                torch::IntArrayRef(state_shape), " on ", q_in.device(), ", got ", form.initial_state.scalar_type(),
+                " ", form.initial_state.sizes(), " on ", form.initial_state.device());
+    h0 = form.initial_state.to(torch::kFloat).contiguous();
+  }
+  if (form.final_state) ht = torch::empty(state_shape, q.options().dtype(torch::kFloat));
   const auto [winner, operation] = state_->Winner(setup::OpShape::GatedDeltaRule(
       tokens, static_cast<int>(heads), static_cast<int>(value_heads), docs));
   auto o = torch::empty({tokens, value_heads, gdn::kHeadDim}, v.options());
@@ -511,6 +552,10 @@ torch::Tensor CachedKernelOps::GatedDeltaRule(const torch::Tensor& q_in, const t
   args.q_stride_t = q.stride(0), args.q_stride_h = q.stride(1);
   args.k_stride_t = k.stride(0), args.k_stride_h = k.stride(1);
   args.v_stride_t = v.stride(0), args.v_stride_h = v.stride(1);
+  args.g = Ptr(g), args.beta = Ptr(beta);
+  args.qk_l2norm = form.qk_l2norm;
+  args.scale = static_cast<float>(form.scale);
+  args.h0 = Ptr(h0), args.ht = Ptr(ht);
   Result<gdn::Geometry> geometry = gdn::GeometryOf(winner.config);
   Check(geometry.status(), operation);
   Result<std::size_t> bytes = gdn::ChunkedWorkspaceBytes(*geometry, args);
@@ -519,7 +564,7 @@ torch::Tensor CachedKernelOps::GatedDeltaRule(const torch::Tensor& q_in, const t
   const CUstream stream = CurrentStream(*state_, q.device());
   OrderSynchronousCopies(q.device());  // the plan is uploaded into the fresh workspace synchronously
   Check(gdn::LaunchChunkedForward(winner, args, Ptr(workspace), *bytes, stream), operation);
-  return o;
+  return {o, ht};
 }
 
 namespace {

@@ -86,6 +86,25 @@ class CachedKernelOps final : public Ops {
   torch::Tensor GatedDeltaRule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& A_log,
                                const torch::Tensor& dt_bias, const torch::Tensor& cu_seqlens) override;
+  // The gated delta rule in every form the gdn family serves (the Python package's operators;
+  // GatedDeltaRule above is its trainer form): the gates raw (a, b bf16 [T, HV], A_log, dt_bias fp32 [HV]) or
+  // precomputed (g = log decay and beta [T, HV], any float dtype: flash-linear-attention's form), q and k
+  // L2-normalised in the kernels or used as given, scale (0: 128^-1/2), initial states [N, HV, 128 (K), 128 (V)]
+  // (any float dtype) or undefined (zeros), final states wanted or not. The cache key is the trainer form's: one
+  // winner serves every form. -> {o [T, HV, 128] bf16, final states fp32 [N, HV, 128, 128] or undefined}.
+  struct GdnGates {
+    torch::Tensor a, b, A_log, dt_bias;  // the raw form, or all undefined
+    torch::Tensor g, beta;               // the precomputed form, or both undefined
+  };
+  struct GdnForm {
+    bool qk_l2norm = true;
+    double scale = 0.0;
+    torch::Tensor initial_state;
+    bool final_state = false;
+  };
+  std::pair<torch::Tensor, torch::Tensor> GatedDeltaRuleWith(const torch::Tensor& q, const torch::Tensor& k,
+                                                             const torch::Tensor& v, const GdnGates& gates,
+                                                             const torch::Tensor& cu_seqlens, const GdnForm& form);
   // The rmsnorm family (bf16 inputs; bf16 or fp32 weights; rows addressed by one stride, else copied).
   torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps, nn::NormKind kind) override;
   std::pair<torch::Tensor, torch::Tensor> AddRmsNorm(const torch::Tensor& h, const torch::Tensor& delta,

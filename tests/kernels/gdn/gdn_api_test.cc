@@ -41,6 +41,23 @@ TEST(GdnApi, MisalignedOrInconsistentArgumentsAreRejected) {
   EXPECT_EQ(ChunkedWorkspaceBytes(Geometry{}, ValidArgs(bad)).status().code(), ErrorCode::kInvalidArgument);
 }
 
+TEST(GdnApi, ExactlyOneGateFormIsAccepted) {
+  const std::vector<std::int32_t> cu{0, 100};
+  GdnArgs a = ValidArgs(cu);
+  a.g = 0x90000, a.beta = 0xA0000;  // both forms
+  EXPECT_EQ(ValidateArgs(a).code(), ErrorCode::kInvalidArgument);
+  a.a = a.b = a.A_log = a.dt_bias = 0;  // the precomputed form alone
+  EXPECT_TRUE(ValidateArgs(a).ok());
+  a.qk_l2norm = false;
+  EXPECT_TRUE(ValidateArgs(a).ok());
+  a.beta = 0;  // half of it
+  EXPECT_EQ(ValidateArgs(a).code(), ErrorCode::kInvalidArgument);
+  a.beta = 0xA0002;  // not 4-byte aligned
+  EXPECT_EQ(ValidateArgs(a).code(), ErrorCode::kInvalidArgument);
+  a.g = a.beta = 0;  // neither
+  EXPECT_EQ(ValidateArgs(a).code(), ErrorCode::kInvalidArgument);
+}
+
 TEST(GdnApi, WorkspaceHoldsTheIntermediatesAndGrowsWithTheSplit) {
   const std::vector<std::int32_t> cu{0, 8192};
   const GdnArgs a = ValidArgs(cu);

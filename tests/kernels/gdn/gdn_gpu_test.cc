@@ -1,6 +1,7 @@
 // The gdn family on a GPU: every runnable variant (one per distinct compile spec, with and without the split
 // state pass, unfused and fused) against the float64 token-by-token reference on fresh random inputs with poisoned outputs:
-// single and packed sequences, lengths that are not multiples of the chunk, initial states, HV/H ratios 1-3.
+// single and packed sequences, lengths that are not multiples of the chunk, initial states, HV/H ratios 1-3, and
+// the API's other input forms (precomputed g / beta, q and k normalised by the caller).
 // Needs a GPU (skips without one).
 #include <gtest/gtest.h>
 
@@ -108,20 +109,25 @@ TEST_F(GdnGpu, VariantsMatchTheFloat64ReferenceOnPackedAndSingleSequences) {
     int H, HV;
     std::int64_t tokens, seqs;
     bool h0;
+    InputForm form = {};
   };
   std::uint64_t seed = 4242;
   for (const Case& c : {Case{2, 2, 1, 1, false}, Case{2, 4, 63, 1, true}, Case{2, 6, 65, 1, false},
                         Case{2, 6, 1000, 5, true}, Case{16, 48, 200, 2, true},
                         // several pieces of 64 chunks of 32 per sequence
-                        Case{2, 4, 4500, 1, false}, Case{2, 6, 6000, 2, true}}) {
-    SCOPED_TRACE("H=" + std::to_string(c.H) + " HV=" + std::to_string(c.HV) + " T=" + std::to_string(c.tokens));
+                        Case{2, 4, 4500, 1, false}, Case{2, 6, 6000, 2, true},
+                        // flash-linear-attention's forms: g, beta given; with and without in-kernel normalisation
+                        Case{2, 4, 1000, 3, true, {true, true}}, Case{2, 6, 300, 2, true, {true, false}},
+                        Case{2, 2, 65, 1, false, {false, false}}}) {
+    SCOPED_TRACE("H=" + std::to_string(c.H) + " HV=" + std::to_string(c.HV) + " T=" + std::to_string(c.tokens) +
+                 (c.form.precomputed_gates ? " g/beta given" : "") + (c.form.qk_l2norm ? "" : " q/k as given"));
     ProblemSpec spec;
     spec.heads = c.H;
     spec.value_heads = c.HV;
     spec.tokens = c.tokens;
     spec.num_seqs = c.seqs;
     spec.initial_state = c.h0;
-    Result<std::unique_ptr<tuner::Workload>> w = MakeGdnWorkload(*ctx, spec, ++seed);
+    Result<std::unique_ptr<tuner::Workload>> w = MakeGdnWorkload(*ctx, spec, ++seed, c.form);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     ASSERT_TRUE((*w)->PoisonOutputs(stream->get()).ok());
     EXPECT_EQ((*w)->Check(stream->get()).code(), ErrorCode::kMismatch) << "a poisoned output must fail";

@@ -129,6 +129,43 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(c.cu.back()) + "_N" + std::to_string(c.cu.size() - 1) + (c.h0 ? "_h0" : "");
     });
 
+TEST(GdnReference, GivenGatesAndCallerNormalisedRowsGiveTheRawFormsResult) {
+  // flash-linear-attention's input forms: g, beta computed by the caller; q, k normalised by the caller.
+  const ReferenceProblem raw = RandomProblem(2, 4, 8, 8, {0, 9, 20}, true, 11);
+  Result<ReferenceResult> want = ReferenceRecurrent(raw);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  ReferenceProblem given = raw;
+  for (std::size_t i = 0; i < raw.a.size(); ++i) {
+    given.g.push_back(GateG(raw.a[i], raw.A_log[i % 4], raw.dt_bias[i % 4]));
+    given.beta.push_back(GateBeta(raw.b[i]));
+  }
+  given.a.clear(), given.b.clear(), given.A_log.clear(), given.dt_bias.clear();
+  for (std::vector<double>* x : {&given.q, &given.k}) {
+    for (std::size_t r = 0; r < x->size(); r += 8) {
+      double ss = 0.0;
+      for (int i = 0; i < 8; ++i) ss += (*x)[r + i] * (*x)[r + i];
+      for (int i = 0; i < 8; ++i) (*x)[r + i] /= std::sqrt(ss + 1e-6);
+    }
+  }
+  given.qk_l2norm = false;
+  Result<ReferenceResult> got = ReferenceRecurrent(given);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_LT(MaxAbsDiff(got->o, want->o), 1e-12);
+  EXPECT_LT(MaxAbsDiff(got->ht, want->ht), 1e-12);
+  Result<ReferenceResult> chunked = ReferenceChunked(given, 4);
+  ASSERT_TRUE(chunked.ok()) << chunked.status().ToString();
+  EXPECT_LT(MaxAbsDiff(chunked->o, want->o), 1e-10);
+  // Normalising already-normalised rows again is not the identity (eps): the flag must be honoured.
+  given.qk_l2norm = true;
+  Result<ReferenceResult> twice = ReferenceRecurrent(given);
+  ASSERT_TRUE(twice.ok());
+  EXPECT_GT(MaxAbsDiff(twice->o, want->o), 1e-9);
+  // Both gate forms at once is refused.
+  ReferenceProblem both = given;
+  both.a = raw.a;
+  EXPECT_EQ(ReferenceRecurrent(both).status().code(), ErrorCode::kInvalidArgument);
+}
+
 TEST(GdnReference, BadShapesAreRejected) {
   ReferenceProblem p = RandomProblem(2, 4, 8, 8, {0, 5}, false, 3);
   p.value_heads = 3;
