@@ -286,7 +286,6 @@ def _check_cu_seqlens(cu_seqlens, batch: int, tokens: int):
         raise ValueError(f"dflash_tune: cu_seqlens (packed sequences) needs batch 1, got {batch}")
 
 
-
 def causal_conv1d(x, weight, bias=None, activation="silu", cu_seqlens=None, *, tune_missing: bool = False):
     """``causal_conv1d_fn(x, weight, bias, activation="silu")``: y[b, c, t] = silu(sum_i weight[c, i] *
     x[b, c, t - 3 + i]) (zeros before each sequence, or each document of cu_seqlens [docs + 1] int at batch 1).

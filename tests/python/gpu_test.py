@@ -220,6 +220,14 @@ class ConvTest(unittest.TestCase):
         torch.cuda.synchronize()
         self.assertTrue(torch.equal(out, want))
 
+    def test_warmup_fills_the_keys_the_operator_loads(self):
+        shape = dict(tokens=96, channels=640)
+        dflash_tune.warmup("causal_conv1d", **shape)  # the default arch: this GPU's (sm_90a on Hopper)
+        self.assertEqual(dflash_tune.missing_kernels("causal_conv1d", **shape), [])
+        x = torch.randn(1, 640, 96, device=DEV).to(BF16)
+        w = torch.randn(640, 4, device=DEV).to(BF16)
+        self.check(ops.causal_conv1d(x, w)[0], conv_reference(x[0], w))  # no tune_missing: the cache as warmed
+
     def test_a_missing_key_names_its_warmup_command(self):
         x = torch.randn(1, 1792, 64, device=DEV).to(BF16)  # a channel count nothing here tunes
         w = torch.randn(1792, 4, device=DEV).to(BF16)
@@ -242,64 +250,123 @@ def gates(t):
     return g, torch.sigmoid(t["b"].double())
 
 
-def gdn_reference(t, cu=None):
-    """float64 token-by-token gated delta rule (transformers' torch_recurrent_gated_delta_rule) per row."""
-    g, beta = gates(t)
-    q = F.normalize(t["q"].double(), dim=-1, eps=1e-6) * 128 ** -0.5
-    k = F.normalize(t["k"].double(), dim=-1, eps=1e-6)
+def gdn_reference(t, cu=None, g=None, beta=None, l2norm=True, h0=None):
+    """float64 token-by-token gated delta rule (transformers' torch_recurrent_gated_delta_rule) per row or per
+    document of cu: the gates from t's raw inputs unless g, beta are given; q, k L2-normalised when l2norm; the state
+    starting at h0 [N, HV, 128, 128] (default 0). -> (o [B, T, HV, 128], final states [N, HV, 128, 128])."""
+    if g is None:
+        g, beta = gates(t)
+    g, beta = g.double(), beta.double()
+    q, k = t["q"].double(), t["k"].double()
+    if l2norm:
+        q, k = F.normalize(q, dim=-1, eps=1e-6), F.normalize(k, dim=-1, eps=1e-6)
+    q = q * 128 ** -0.5
     v = t["v"].double()
     rep = v.shape[2] // q.shape[2]
     q, k = q.repeat_interleave(rep, dim=2), k.repeat_interleave(rep, dim=2)
-    out = torch.zeros_like(v)
+    out, finals = torch.zeros_like(v), []
+    bounds = [0, v.shape[1]] if cu is None else cu.tolist()
     for b in range(v.shape[0]):
-        starts = set([0] if cu is None else cu.tolist()[:-1])
-        state = None
-        for i in range(v.shape[1]):
-            if i in starts:
-                state = torch.zeros(v.shape[2], 128, 128, dtype=torch.float64, device=DEV)
-            state = state * g[b, i].exp()[:, None, None]
-            kv = (state * k[b, i][:, :, None]).sum(1)
-            delta = (v[b, i] - kv) * beta[b, i][:, None]
-            state = state + k[b, i][:, :, None] * delta[:, None, :]
-            out[b, i] = (state * q[b, i][:, :, None]).sum(1)
-    return out
+        for d in range(len(bounds) - 1):
+            n = b + d  # the sequence's index: the row, or the document (batch 1)
+            state = (torch.zeros(v.shape[2], 128, 128, dtype=torch.float64, device=DEV) if h0 is None
+                     else h0[n].double().clone())
+            for i in range(bounds[d], bounds[d + 1]):
+                state = state * g[b, i].exp()[:, None, None]
+                kv = (state * k[b, i][:, :, None]).sum(1)
+                delta = (v[b, i] - kv) * beta[b, i][:, None]
+                state = state + k[b, i][:, :, None] * delta[:, None, :]
+                out[b, i] = (state * q[b, i][:, :, None]).sum(1)
+            finals.append(state)
+    return out, torch.stack(finals)
+
+
+def fla_gated_delta_rule():
+    """flash-linear-attention's chunk_gated_delta_rule, or None when fla does not import."""
+    try:
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+        return chunk_gated_delta_rule
+    except ImportError:
+        return None
 
 
 class GatedDeltaRuleTest(unittest.TestCase):
-    def check(self, o, ref):
+    def check(self, o, ref, what="o"):
         rel = ((o.double() - ref).norm() / ref.norm()).item()
-        self.assertLess(rel, 2e-2)
+        self.assertLess(rel, 2e-2, what)
 
     def test_matches_the_float64_recurrence(self):
         t = gdn_inputs(2, 200, seed=20)
-        self.check(ops.gated_delta_rule(**t, tune_missing=True), gdn_reference(t))
+        self.check(ops.gated_delta_rule(**t, tune_missing=True), gdn_reference(t)[0])
 
     def test_packed_sequences_restart_the_state(self):
         t = gdn_inputs(1, 300, seed=21)
         cu = torch.tensor([0, 64, 65, 230, 300], dtype=torch.int32)
-        self.check(ops.gated_delta_rule(**t, cu_seqlens=cu, tune_missing=True), gdn_reference(t, cu))
+        self.check(ops.gated_delta_rule(**t, cu_seqlens=cu, tune_missing=True), gdn_reference(t, cu)[0])
 
-    def test_matches_flash_linear_attention_on_the_same_inputs(self):
-        try:
-            from fla.ops.gated_delta_rule import chunk_gated_delta_rule
-        except ImportError as e:
-            self.skipTest(f"flash-linear-attention does not import: {e}")
-        t = gdn_inputs(1, 512, seed=22)
+    def test_raw_gates_carry_initial_and_final_states(self):
+        t = gdn_inputs(2, 130, seed=25)
+        h0 = torch.randn(2, 4, 128, 128, device=DEV) * 0.1
+        o, ht = ops.gated_delta_rule(**t, initial_state=h0, output_final_state=True, tune_missing=True)
+        ref_o, ref_ht = gdn_reference(t, h0=h0)
+        self.check(o, ref_o)
+        self.check(ht, ref_ht, "final state")
+
+    def fla_inputs(self, seed, tokens, l2norm):
+        """Inputs of the FLA form: g fp32 (log decay), beta bf16; q, k unit rows (bf16) when the kernel does not
+        normalise them (FLA's use_qk_l2norm_in_kernel=False), raw otherwise."""
+        t = gdn_inputs(1, tokens, seed=seed)
         g, beta = gates(t)
-        rep = 2
-        o_fla, _ = chunk_gated_delta_rule(t["q"].repeat_interleave(rep, 2), t["k"].repeat_interleave(rep, 2), t["v"],
-                                          g.float(), beta.to(BF16), use_qk_l2norm_in_kernel=True)
-        ours = ops.gated_delta_rule(**t, tune_missing=True)
-        ref = gdn_reference(t)
-        self.check(ours, ref)
-        self.check(o_fla, ref)
-        rel = ((ours.double() - o_fla.double()).norm() / o_fla.double().norm()).item()
-        self.assertLess(rel, 2e-2)
+        if not l2norm:
+            t["q"], t["k"] = (F.normalize(t[n].float(), dim=-1).to(BF16) for n in ("q", "k"))
+        return t, g.float(), beta.to(BF16)
+
+    def test_fla_signature_matches_float64_packed_with_states(self):
+        for l2norm in (True, False):
+            with self.subTest(use_qk_l2norm_in_kernel=l2norm):
+                t, g, beta = self.fla_inputs(26, 333, l2norm)
+                cu = torch.tensor([0, 1, 64, 200, 333], dtype=torch.int32)
+                h0 = torch.randn(4, 4, 128, 128, device=DEV) * 0.1
+                o, ht = ops.chunk_gated_delta_rule(t["q"], t["k"], t["v"], g, beta, initial_state=h0,
+                                                   output_final_state=True, cu_seqlens=cu,
+                                                   use_qk_l2norm_in_kernel=l2norm, tune_missing=True)
+                ref_o, ref_ht = gdn_reference(t, cu, g, beta, l2norm, h0)
+                self.check(o, ref_o)
+                self.check(ht, ref_ht, "final state")
+        o, ht = ops.chunk_gated_delta_rule(t["q"], t["k"], t["v"], g, beta, cu_seqlens=cu, tune_missing=True)
+        self.assertIsNone(ht)
+
+    def test_fla_signature_matches_flash_linear_attention_on_the_same_inputs(self):
+        fla = fla_gated_delta_rule()
+        if fla is None:
+            self.skipTest("flash-linear-attention does not import")
+        rep = 2  # FLA is given q, k repeated to the value heads; ours groups them in the kernel
+        for l2norm in (True, False):
+            with self.subTest(use_qk_l2norm_in_kernel=l2norm):
+                t, g, beta = self.fla_inputs(22, 700, l2norm)
+                cu = torch.tensor([0, 100, 163, 700], dtype=torch.int32)
+                h0 = torch.randn(3, 4, 128, 128, device=DEV) * 0.1
+                kw = dict(initial_state=h0, output_final_state=True, use_qk_l2norm_in_kernel=l2norm)
+                o_fla, ht_fla = fla(t["q"].repeat_interleave(rep, 2), t["k"].repeat_interleave(rep, 2), t["v"], g,
+                                    beta, cu_seqlens=cu.to(DEV, torch.long), **kw)
+                o, ht = ops.chunk_gated_delta_rule(t["q"], t["k"], t["v"], g, beta, cu_seqlens=cu,
+                                                   tune_missing=True, **kw)
+                ref_o, ref_ht = gdn_reference(t, cu, g, beta, l2norm, h0)
+                self.check(o_fla, ref_o, "fla o")
+                self.check(ht_fla, ref_ht, "fla final state")
+                self.check(o, o_fla.double(), "ours vs fla o")
+                self.check(ht, ht_fla.double(), "ours vs fla final state")
 
     def test_compiles_without_graph_breaks(self):
         t = gdn_inputs(1, 128, seed=23)
         fn = lambda t: ops.gated_delta_rule(**t, tune_missing=True).float().sum()  # noqa: E731
         explain = torch._dynamo.explain(fn)(t)
+        self.assertEqual(explain.graph_break_count, 0, str(explain.break_reasons))
+        t, g, beta = self.fla_inputs(27, 128, True)
+        fn = lambda t, g, beta: ops.chunk_gated_delta_rule(  # noqa: E731
+            t["q"], t["k"], t["v"], g, beta, output_final_state=True, use_qk_l2norm_in_kernel=True,
+            tune_missing=True)[1].sum()
+        explain = torch._dynamo.explain(fn)(t, g, beta)
         self.assertEqual(explain.graph_break_count, 0, str(explain.break_reasons))
 
     def test_refuses_inputs_that_need_gradients(self):
@@ -307,6 +374,9 @@ class GatedDeltaRuleTest(unittest.TestCase):
         t["v"].requires_grad_()
         with self.assertRaisesRegex(RuntimeError, "forward only"):
             ops.gated_delta_rule(**t)
+        g, beta = (x.float().requires_grad_() for x in gates(t))
+        with self.assertRaisesRegex(RuntimeError, "forward only"):
+            ops.chunk_gated_delta_rule(t["q"], t["k"], t["v"].detach(), g, beta)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 # cannot download itself and that tools/device/gpu_run.sh and tools/device/bench_all.sh read there:
 #   .deb/     libsqlite3-dev, libcli11-dev (apt-get download): headers the GPU machine lacks; gpu_run.sh unpacks
 #             them with dpkg -x (every part: the build needs them)
-#   .whl/     flash-linear-attention 0.6.0 + fla-core 0.6.0, pure-Python wheels for python 3.12 (parts gdn, step)
+#   .whl/     flash-linear-attention 0.6.0 + fla-core 0.6.0 + einops 0.8.1 (parts gdn, step; python_run.sh's FLA
+#             test) and scikit-build-core 1.1.2 + pathspec 0.12.1 (python_run.sh's install): pure-Python wheels for
+#             python 3.12
 #   .whl_py/  specforge 0.2.0 + dflash 0.1.0 wheels and a copy of the shared py_dflash_step.py (part step; the
 #             shared folder beside the checkout does not travel to the GPU machine)
 # Idempotent: what is there already is kept (the script copy is refreshed when the shared one changed); other
@@ -18,7 +20,7 @@ shared=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --shared) shared="$2"; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "prepare_carry.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -67,6 +69,9 @@ wheel_once() {  # $1 folder, $2 distribution name as in the file name (flash_lin
 }
 wheel_once .whl flash_linear_attention 0.6.0 flash-linear-attention
 wheel_once .whl fla_core 0.6.0 fla-core
+wheel_once .whl einops 0.8.1 einops
+wheel_once .whl scikit_build_core 1.1.2 scikit-build-core
+wheel_once .whl pathspec 0.12.1 pathspec
 wheel_once .whl_py specforge 0.2.0 specforge
 wheel_once .whl_py dflash 0.1.0 dflash
 if ! cmp -s "$shared/bench/py_dflash_step.py" .whl_py/py_dflash_step.py; then

@@ -3,8 +3,7 @@
 # machine's torch (/opt/torch/.venv), then runs its GPU tests (tests/python/gpu_test.py, on a fresh kernel cache
 # that they tune as they go) and the demonstration (tools/bench/py_drafter_step.py: SpecForge's 27B drafter step,
 # compiled flex vs dflash_tune, after dflash_tune.warmup of its attention keys). Logs and JSON go to $OUT.
-# Carried (git-ignored, filled here with network): .deb/ (libsqlite3-dev, libcli11-dev: apt-get download),
-# .whl/ (scikit_build_core 1.1.2, pathspec, fla-core 0.6.0, einops: pip download --no-deps), .whl_py/ (specforge 0.2.0).
+# Carried: the git-ignored .deb/, .whl/ and .whl_py/ that tools/device/prepare_carry.sh fills here.
 #   bash tools/device/python_run.sh [--parts "install tests demo"] [--tests "gpu_test.ConvTest ..."]
 #                                   [--test-timeout S] [--demo-timeout S]
 set -uo pipefail
@@ -19,7 +18,7 @@ while [ $# -gt 0 ]; do
     --tests) tests="$2"; shift 2 ;;
     --test-timeout) test_timeout="$2"; shift 2 ;;
     --demo-timeout) demo_timeout="$2"; shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
     *) echo "python_run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -37,7 +36,7 @@ t0=$(date +%s)
 if [[ " $parts " == *" install "* ]]; then
   sqlite_lib=$(ls /usr/lib/x86_64-linux-gnu/libsqlite3.so.0)
   # The README's install command, with the headers the machine lacks from the carried .debs.
-  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip install --no-build-isolation --no-deps --target /tmp/site . \
+  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip install --no-build-isolation --no-deps --upgrade --target /tmp/site . \
     -C cmake.define.CMAKE_PREFIX_PATH="$sysroot/usr" -C cmake.define.SQLite3_INCLUDE_DIR="$sysroot/usr/include" \
     -C cmake.define.SQLite3_LIBRARY="$sqlite_lib" -C cmake.define.CLI11_INCLUDE_DIR="$sysroot/usr/include" \
     -C build-dir=/tmp/dflash-python-build >"$out/install.log" 2>&1 || { grep -E "error|Error" "$out/install.log" | head -30; exit 1; }

@@ -498,7 +498,8 @@ std::pair<torch::Tensor, torch::Tensor> CachedKernelOps::GatedDeltaRuleWith(cons
               "CachedKernelOps::GatedDeltaRule: q, k [T, H, 128] and v [T, HV, 128], got ", q_in.sizes(), ", ",
               k_in.sizes(), ", ", v_in.sizes());
   const std::int64_t tokens = q_in.size(0), heads = q_in.size(1), value_heads = v_in.size(1);
-  const torch::IntArrayRef gate_shape({tokens, value_heads});
+  const std::vector<std::int64_t> gate_dims{tokens, value_heads};  // owns what the IntArrayRef views
+  const torch::IntArrayRef gate_shape(gate_dims);
   const bool raw = gates.a.defined();
   TORCH_CHECK(raw != gates.g.defined(),
               "CachedKernelOps::GatedDeltaRule: give the gates raw (a, b, A_log, dt_bias) or as g, beta, not ",
