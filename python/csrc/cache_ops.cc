@@ -4,12 +4,14 @@
 //     "family=problem JSON" lines (what `dflash-tune warmup --problem` takes);
 //   missing_kernels(operation, dims, arch): the entries of those the cache lacks for `arch`, one NotFound text each
 //     naming the key and its warmup command (empty: all there);
-//   cache_dir(): the cache directory the operators use.
+//   cache_dir(): the cache directory the operators use;
+//   device_arch(cc): the arch a device of compute capability cc (90 for 9.0) tunes and loads for (sm_90a on 9.0).
 #include <torch/library.h>
 #include <torch/torch.h>
 
 #include "op_shapes.h"
 #include "runtime.h"
+#include "tuner/arch_limits.h"
 #include "tuner/kernel_provider.h"
 
 namespace dflash::python {
@@ -39,12 +41,15 @@ std::vector<std::string> MissingKernels(const std::string& operation, c10::IntAr
 
 std::string CacheDir() { return Cache().dir().string(); }
 
+std::string DeviceArchOf(std::int64_t cc) { return tuner::DeviceArch(static_cast<int>(cc)); }
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(dflash_tune, m) {
   m.def("kernel_problems(str operation, int[] dims) -> str[]", &KernelProblems);
   m.def("missing_kernels(str operation, int[] dims, str arch) -> str[]", &MissingKernels);
   m.def("cache_dir() -> str", &CacheDir);
+  m.def("device_arch(int cc) -> str", &DeviceArchOf);
 }
 
 }  // namespace dflash::python

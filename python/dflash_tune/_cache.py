@@ -45,7 +45,7 @@ def _arch(arch: Optional[str]) -> str:
     if not torch.cuda.is_available():
         raise ValueError("dflash_tune: no CUDA device here; name the arch (arch='sm_120')")
     major, minor = torch.cuda.get_device_capability()
-    return f"sm_{major}{minor}"
+    return torch.ops.dflash_tune.device_arch(10 * major + minor)  # the operators' own: sm_90a on Hopper
 
 
 def cache_dir() -> str:

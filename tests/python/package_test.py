@@ -123,6 +123,12 @@ class PackageTest(unittest.TestCase):
         self.assertIn("conv1d", r.stdout)
         self.assertEqual(len(dflash_tune.missing_kernels("causal_conv1d", arch="sm_90", tokens=64, channels=96)), 1)
 
+    def test_a_device_tunes_the_arch_its_operators_load(self):
+        # The arch warmup / require / missing_kernels default to is the one the operators look their keys up for:
+        # the arch-specific target on Hopper (its wgmma tier), the plain one elsewhere.
+        arch = torch.ops.dflash_tune.device_arch
+        self.assertEqual([arch(90), arch(120), arch(89), arch(80)], ["sm_90a", "sm_120", "sm_89", "sm_80"])
+
     def test_unknown_operation_and_dims_are_clear_errors(self):
         with self.assertRaisesRegex(ValueError, "unknown operation 'flex'"):
             dflash_tune.kernel_problems("flex", tokens=1)
