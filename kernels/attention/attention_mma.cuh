@@ -15,10 +15,6 @@ using namespace dflash_ptx;  // the PTX wrappers, unqualified in the kernels
 
 typedef __nv_bfloat16 bf16;
 
-// A non-negative int (index, row, head) widened to 64 bits through unsigned: the same value, but the compiler knows
-// the high half is 0, so a 64-bit product with it needs no sign half (~2 instructions fewer per product).
-__device__ __forceinline__ long long WidenNonNeg(int x) { return static_cast<long long>(static_cast<unsigned>(x)); }
-
 // Element offset of (row, col) in a shared tile of rows of WIDTH bf16 elements, with the 16-byte chunks of each
 // row XOR-swizzled by the row so that ldmatrix's 8 row addresses fall in different banks.
 template <int WIDTH>

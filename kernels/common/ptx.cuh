@@ -36,6 +36,10 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
+// A non-negative int (index, row, head) widened to 64 bits through unsigned: the same value, but the compiler knows
+// the high half is 0, so a 64-bit product with it needs no sign half (~2 instructions fewer per product).
+__device__ __forceinline__ long long WidenNonNeg(int x) { return static_cast<long long>(static_cast<unsigned>(x)); }
+
 // ---- cp.async: global -> shared copies that complete asynchronously, in commit groups per thread ----
 // The copies take the source as a pointer to its own element type T: NVVM keeps that type up to the asm operand,
 // and a conversion to const void* on the way changed the address arithmetic around the copies (sm_90

@@ -13,7 +13,9 @@ std::vector<tuner::TunableParam> Params() {
       {"out_bv", {32, 64, 128}, "output columns per block of the output kernel"},
       {"warps", {4, 8}, "warps per block (prep, state, output)"},
       {"segment_chunks", {0, 8, 16, 32}, "0: sequential state pass; else chunks per segment of the split pass"},
-      {"fused", {0, 1, 2}, "0: separate state and output kernels; 1, 2: one kernel with 1 or 2 load stages"},
+      {"fused", {0, 1, 2, 3},
+       "0: separate state and output kernels; 1, 2: one kernel with 1 or 2 load stages; 3: that kernel on wgmma "
+       "(sm_90a)"},
       {"piece_chunks", {0, 64},
        "0: prep, then the state pass; else chunks per piece: prep of piece i+1 overlaps the state pass of piece i"},
   };
@@ -31,10 +33,25 @@ std::string GeometryInvalidReason(const tuner::Config& config) {
   if (config.at("fused") > 0 && config.at("out_bv") != kFusedOutBv) {
     return "out_bv is unused when fused (fused configs carry out_bv " + std::to_string(kFusedOutBv) + ")";
   }
+  if (config.at("fused") == 3 && (config.at("state_bv") != ::gdn::kWgmmaBv || config.at("warps") != 4)) {
+    return "fused 3 (the wgmma pass) is one warpgroup per " + std::to_string(::gdn::kWgmmaBv) +
+           " state columns: state_bv " + std::to_string(::gdn::kWgmmaBv) + ", warps 4";
+  }
   if (config.at("piece_chunks") > 0 && (config.at("fused") == 0 || config.at("segment_chunks") > 0)) {
     return "piece_chunks needs the fused kernel and the sequential state pass (fused > 0, segment_chunks 0)";
   }
   return {};
+}
+
+bool IsHopperTier(const tuner::Config& config) {
+  auto it = config.find("fused");
+  return it != config.end() && it->second == 3;
+}
+
+std::string ArchInvalidReason(const tuner::Config& config, std::string_view arch) {
+  if (IsHopperTier(config) && arch != "sm_90a")
+    return "the wgmma pass (fused 3) needs sm_90a, not " + std::string(arch);
+  return "";
 }
 
 std::string DominatedReason(const tuner::Config& config) {
@@ -78,7 +95,9 @@ KernelNames KernelNamesOf(const Geometry& g) {
   n.prep = "gdn::gdn_chunk_prep<" + c + ", " + w + (g.fused ? ", true>" : ", false>");
   n.transfer = "gdn::gdn_chunk_state<" + c + ", " + s + ", " + w + ", true>";
   n.combine = "gdn::gdn_state_combine<" + s + ">";
-  if (g.fused) {
+  if (g.fused == 3) {
+    n.fused = "gdn::gdn_chunk_fused_wgmma<" + c + ">";
+  } else if (g.fused) {
     n.fused = "gdn::gdn_chunk_fused<" + c + ", " + s + ", " + w + ", " + std::to_string(g.fused) + ">";
   } else {
     n.state = "gdn::gdn_chunk_state<" + c + ", " + s + ", " + w + ", false>";
@@ -100,7 +119,9 @@ int PrepSharedBytesOf(const Geometry& g) { return ::gdn::PrepSharedBytes(g.chunk
 int StateSharedBytesOf(const Geometry& g) { return ::gdn::StateSharedBytes(g.chunk, g.state_bv); }
 int CombineSharedBytesOf(const Geometry& g) { return ::gdn::CombineSharedBytes(g.state_bv); }
 int OutputSharedBytesOf(const Geometry& g) { return ::gdn::OutputSharedBytes(g.chunk, g.out_bv); }
-int FusedSharedBytesOf(const Geometry& g) { return ::gdn::FusedSharedBytes(g.chunk, g.state_bv, g.fused); }
+int FusedSharedBytesOf(const Geometry& g) {
+  return g.fused == 3 ? ::gdn::FusedWgmmaSharedBytes(g.chunk) : ::gdn::FusedSharedBytes(g.chunk, g.state_bv, g.fused);
+}
 int MaxSharedBytesOf(const Geometry& g) {
   int m = PrepSharedBytesOf(g);
   if (g.fused) {

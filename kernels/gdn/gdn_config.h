@@ -5,7 +5,9 @@
 //   out_bv          output columns per block of the output kernel (unfused only; fused configs list 64)
 //   fused           0: separate state and output kernels; 1 or 2: the state pass and the outputs in one kernel
 //                   (gdn_chunk_fused, state_bv columns per block, h_n and V_new stay on chip) with 1 or 2
-//                   load stages (2: the next chunk's operands load a whole chunk ahead, twice the smem)
+//                   load stages (2: the next chunk's operands load a whole chunk ahead, twice the smem);
+//                   3: the same pass on wgmma (gdn_chunk_fused_wgmma, the Hopper tier: sm_90a only, one
+//                   warpgroup per 64 state columns, so state_bv 64 and warps 4)
 //   warps           warps per block of the prep / state / output kernels
 //   segment_chunks  0: one sequential state pass per sequence; else chunks per segment of the parallel split
 //                   (transfer maps per segment, combine, state pass per segment); a launch-time choice only
@@ -17,6 +19,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -55,6 +58,11 @@ Result<Geometry> GeometryOf(const tuner::Config& config);
 //            tuned winner with a split (1x32768) used 32.
 std::string DominatedReason(const tuner::Config& config);
 tuner::Config ConfigOf(const Geometry& g);
+
+// True for a config of the Hopper tier (fused 3: gdn_chunk_fused_wgmma, compiled from gdn_kernels_sm90a.cu).
+bool IsHopperTier(const tuner::Config& config);
+// Empty when the config can be built for `arch`; the Hopper tier's reason otherwise.
+std::string ArchInvalidReason(const tuner::Config& config, std::string_view arch);
 
 // The out_bv a fused config carries (the parameter means nothing there; one value keeps the space free of
 // duplicate variants).

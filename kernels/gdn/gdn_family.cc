@@ -24,7 +24,7 @@ class GdnFamily final : public kernels::SpecFamily<ProblemSpec> {
 
   tuner::CompileSpec MakeCompileSpec(const tuner::Config& config, const tuner::Problem& bucket) const override {
     tuner::CompileSpec spec;
-    spec.main_file = "gdn_kernels.cu";
+    spec.main_file = IsHopperTier(config) ? "gdn_kernels_sm90a.cu" : "gdn_kernels.cu";
     // An invalid config still yields expressions: the kernels' static_asserts then fail the compile.
     Geometry g;
     auto get = [&](const char* k, int d) { return config.count(k) ? static_cast<int>(config.at(k)) : d; };
@@ -36,6 +36,10 @@ class GdnFamily final : public kernels::SpecFamily<ProblemSpec> {
     g.fused = get("fused", 0);  // piece_chunks changes no code
     spec.name_expressions = KernelNamesOf(g).All();
     return spec;
+  }
+
+  std::string ArchInvalidReason(const tuner::Config& config, std::string_view arch) const override {
+    return gdn::ArchInvalidReason(config, arch);
   }
 
   BlockShape BlockShapeOf(const tuner::Config& config, const tuner::Problem& bucket) const override {
@@ -56,7 +60,9 @@ class GdnFamily final : public kernels::SpecFamily<ProblemSpec> {
       return ConfigOf({.chunk = 32, .state_bv = state_bv, .out_bv = kFusedOutBv, .warps = warps,
                        .segment_chunks = segment_chunks, .fused = stages, .piece_chunks = piece_chunks});
     };
-    return {fused(64, 8, 1, 0, 64), fused(64, 8, 2, 0, 64), fused(64, 8, 2, 0, 0),
+    // The Hopper tier's wgmma pass first (sm_90a only: elsewhere the tuner drops these seeds as arch-invalid).
+    return {fused(64, 4, 3, 0, 64), fused(64, 4, 3, 0, 0), fused(64, 4, 3, 32, 0),
+            fused(64, 8, 1, 0, 64), fused(64, 8, 2, 0, 64), fused(64, 8, 2, 0, 0),
             fused(32, 8, 2, 0, 0),  fused(64, 4, 1, 0, 0),  fused(32, 4, 1, 32, 0)};
   }
 

@@ -43,6 +43,14 @@ GDN_HD constexpr int FusedSharedBytes(int c, int bv, int stages) {
          stages * (3 * c * PadBf16Cols(kDim) * 2 + c * PadBf16Cols(c) * 2 + c * PadBf16Cols(bv) * 2);
 }
 
+// gdn_chunk_fused_wgmma<C> (sm_90a): one warpgroup, kWgmmaBv state columns per block; per load stage (two) W, qg,
+// kd [C][128] and the U slice and P [C][64] bf16 in the 128-byte swizzled layout (1024-byte aligned tiles, P's rows
+// padded to 64 columns), then the O staging tile [C][kWgmmaBv+8] bf16. Not mirrored in tools/device/gdn_layout.py
+// (the CuPy checker runs the portable kernels only).
+constexpr int kWgmmaBv = 64;
+GDN_HD constexpr int FusedWgmmaStageBytes(int c) { return 3 * c * kDim * 2 + 2 * c * 128; }
+GDN_HD constexpr int FusedWgmmaSharedBytes(int c) { return 2 * FusedWgmmaStageBytes(c) + c * PadBf16Cols(kWgmmaBv) * 2; }
+
 // gdn_state_combine<BV>: M [128][129] fp32, h [128][BV] fp32.
 GDN_HD constexpr int CombineSharedBytes(int bv) { return kDim * (kDim + 1) * 4 + kDim * bv * 4; }
 

@@ -46,4 +46,10 @@ int CountInstructions(std::string_view sass, std::string_view opcode) {
   return n;
 }
 
+Result<int> CountCubinInstructions(const std::vector<std::uint8_t>& cubin, std::string_view opcode) {
+  Result<std::string> sass = DisassembleCubin(cubin);
+  if (!sass.ok()) return sass.status();
+  return CountInstructions(*sass, opcode);
+}
+
 }  // namespace dflash::testing

@@ -16,5 +16,7 @@ namespace dflash::testing {
 Result<std::string> DisassembleCubin(const std::vector<std::uint8_t>& cubin);
 // How many instructions of `sass` start with `opcode` ("HGMMA" counts HGMMA.64x128x16.F32.BF16 ...).
 int CountInstructions(std::string_view sass, std::string_view opcode);
+// CountInstructions over the cubin's SASS (DisassembleCubin's error when it cannot be disassembled).
+Result<int> CountCubinInstructions(const std::vector<std::uint8_t>& cubin, std::string_view opcode);
 
 }  // namespace dflash::testing

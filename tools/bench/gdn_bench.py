@@ -76,8 +76,8 @@ def run_cmd(cmd, log, stream=False):
 
 # ---------------------------------------------------------------------------------------------------- our side
 
-def warmup_cmd(args, shapes):
-    cmd = [args.dflash_tune, "--cache-dir", args.cache_dir, "warmup"]
+def warmup_cmd(args, shapes, arch=None):
+    cmd = [args.dflash_tune, "--cache-dir", args.cache_dir, "warmup"] + (["--arch", arch] if arch else [])
     for _, p in shapes:
         cmd += ["--problem", "gdn=" + pjson(p)]
     if args.budget:
@@ -85,10 +85,10 @@ def warmup_cmd(args, shapes):
     return cmd
 
 
-def kernel_bench_cmd(args, problem):
+def kernel_bench_cmd(args, problem, arch=None):
     cmd = [args.kernel_bench, "--family", "gdn", "--problem", pjson(problem), "--cache-dir", args.cache_dir,
            "--seed", str(args.seed), "--warmup", str(args.warmup), "--reps", str(args.reps), "--graph",
-           "--graph-launches", str(args.graph_launches)]
+           "--graph-launches", str(args.graph_launches)] + (["--arch", arch] if arch else [])
     if args.no_flush:
         cmd.append("--no-flush")
     if args.check:
@@ -96,8 +96,8 @@ def kernel_bench_cmd(args, problem):
     return cmd
 
 
-def run_kernel_bench(args, problem, log):
-    r, _ = run_cmd(kernel_bench_cmd(args, problem), log)
+def run_kernel_bench(args, problem, log, arch=None):
+    r, _ = run_cmd(kernel_bench_cmd(args, problem, arch), log)
     if r.returncode != 0:
         return {"error": (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]}
     try:
@@ -233,6 +233,8 @@ def main():
     ap.add_argument("--no-flush", action="store_true", help="do not flush L2 before each replay (both sides)")
     ap.add_argument("--budget", help="passed to `dflash-tune warmup --budget` (e.g. 40 or 90s)")
     ap.add_argument("--skip-warmup", action="store_true", help="use the cache as it is")
+    ap.add_argument("--portable-arch", help="also warm up and time the winners of this arch (sm_90 on a Hopper GPU: "
+                    "the portable tier alone, beside the default arch's sm_90a winners over both tiers)")
     ap.add_argument("--check", action="store_true", help="kernel_bench --check (float64 reference, also after a "
                                                          "graph replay)")
     ap.add_argument("--fla-backend-dispatch", action="store_true",
@@ -291,11 +293,20 @@ def main():
             r, secs = run_cmd(warmup_cmd(args, shapes), log, stream=True)
             log_line(log, "warmup: exit %d, %.1f s" % (r.returncode, secs))
             results["warmup_s"] = secs
-        ours = {}
+            if args.portable_arch:
+                r, secs = run_cmd(warmup_cmd(args, shapes, args.portable_arch), log, stream=True)
+                log_line(log, "warmup --arch %s: exit %d, %.1f s" % (args.portable_arch, r.returncode, secs))
+        ours, portable = {}, {}
+        results["portable_arch"] = args.portable_arch
+        results["portable"] = portable
         for name, p in shapes:
             ours[name] = run_kernel_bench(args, p, log)
             results["ours"][name] = ours[name]
             log_line(log, "%s: ours %s" % (name, ours[name].get("median_ms", ours[name].get("error"))))
+            if args.portable_arch:
+                portable[name] = run_kernel_bench(args, p, log, args.portable_arch)
+                log_line(log, "%s: ours, %s winners %s" % (name, args.portable_arch,
+                                                           portable[name].get("median_ms", portable[name].get("error"))))
 
         if not args.fla_backend_dispatch:
             os.environ["FLA_DISABLE_BACKEND_DISPATCH"] = "1"  # read when fla is imported
@@ -350,7 +361,18 @@ def main():
             else:
                 our["ms"] = mine["median_ms"]
                 our["note"] = "%s spread %.3f %s" % (pjson(mine["config"]), mine["spread"], lengths_note(cu))
-            rows += [our, fla_row]
+            rows += [our]
+            if args.portable_arch:
+                mine_p = portable[name]
+                row_p = {"shape": name, "system": "ours, %s winners (portable tier)" % args.portable_arch,
+                         "tokens": p["tokens"], "fla_ms": fla_row.get("ms")}
+                if "error" in mine_p:
+                    row_p["note"] = "failed: " + mine_p["error"]
+                else:
+                    row_p["ms"] = mine_p["median_ms"]
+                    row_p["note"] = "%s spread %.3f" % (pjson(mine_p["config"]), mine_p["spread"])
+                rows.append(row_p)
+            rows.append(fla_row)
             n = p.get("num_seqs", 1)
             if n > 1 and fla_version is not None and name in fla_names:
                 # The shape is n sequences of equal length; our workload draws random cut points (and

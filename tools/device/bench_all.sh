@@ -9,9 +9,9 @@
 #                    with the same BlockMask (DFlash full / sliding, 512 and 128 anchors) and vs SDPA's flash
 #                    backend (dense causal). ~5 min (warmup of the 10 keys ~2 min, flex's first call 5-10 s a shape)
 #   attention-quick  the same for DFlash full 512 and dense causal only (--quick). ~2.5 min
-#   gdn              tools/bench/gdn_bench.py, 4 shapes: our tuned winner vs FLA 0.6.0 chunk_gated_delta_rule, both
-#                    CUDA-graph replays (--budget 12 --reps 10 unless --budget). ~6.5 min: warmup ~20 s per
-#                    8192-token key and ~50 s per 32768-token key, FLA's first call (Triton compile + autotune)
+#   gdn              tools/bench/gdn_bench.py, 4 shapes: our tuned winner (sm_90a: both tiers) and the portable
+#                    tier's (sm_90) vs FLA 0.6.0 chunk_gated_delta_rule, all CUDA-graph replays (--budget 12
+#                    --reps 10 unless --budget). ~8 min (490 s measured): warmup ~20 s per 8192-token key and ~50 s per 32768-token key, FLA's first call (Triton compile + autotune)
 #                    30-46 s a shape on a fresh machine (372 s measured in all; 259 s with FLA's Triton cache warm)
 #   step             tools/bench/train_step_bench.py (dflash-train's full-size step: a cold run that tunes the
 #                    missing keys + 1 step, printing a line per key, then a warm process, ~20 s), then the Python
@@ -142,7 +142,8 @@ part_attention() {  # $1: attention or attention-quick
 
 part_gdn() {
   bounded "$(( $(left) - 15 ))" "$work/gdn.log" python3 tools/bench/gdn_bench.py --build-dir "$build_dir" \
-    --cache-dir "$cache" --out "$out/gdn" --work-dir "$work/gdn" --budget "${budget:-12}" --reps 10 "${dry_arg[@]}"
+    --cache-dir "$cache" --out "$out/gdn" --work-dir "$work/gdn" --budget "${budget:-12}" --reps 10 \
+    --portable-arch sm_90 "${dry_arg[@]}"
 }
 
 part_step() {  # dflash-train's step, then the Python stack's (it keeps ~120 s of what is left: it runs ~90 s)

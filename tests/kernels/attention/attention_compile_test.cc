@@ -71,12 +71,12 @@ Outcome CompileOne(const tuner::KernelFamily& family, const tuner::Config& confi
     if (!why.empty() && o.prune_reason.empty()) o.prune_reason = expr + " (with the variant's block shape): " + why;
   }
   if (arch == "sm_90a") {
-    Result<std::string> sass = testing::DisassembleCubin(compiled->cubin);
-    if (!sass.ok()) {
-      o.status = sass.status();
+    Result<int> hgmma = testing::CountCubinInstructions(compiled->cubin, "HGMMA");
+    if (!hgmma.ok()) {
+      o.status = hgmma.status();
       return o;
     }
-    o.hgmma = testing::CountInstructions(*sass, "HGMMA");
+    o.hgmma = *hgmma;
   }
   return o;
 }

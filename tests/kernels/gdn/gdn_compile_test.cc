@@ -1,5 +1,6 @@
 // Every distinct variant of the gdn space compiles with NVRTC for sm_90 and sm_120 and then passes the arch's
-// PruneReason or is pruned for a stated reason (CPU only: NVRTC needs no GPU).
+// PruneReason or is pruned for a stated reason; the Hopper tier's variants (fused 3) compile for sm_90a without
+// spills, within the arch's limits, with HGMMA in their SASS (CPU only: NVRTC needs no GPU).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -10,7 +11,9 @@
 
 #include "kernels/gdn/gdn_config.h"
 #include "kernels/gdn/gdn_family.h"
+#include "kernels/gdn/gdn_layout.h"
 #include "kernels/gdn/gdn_problem.h"
+#include "tests/kernels/sass_check.h"
 #include "tuner/arch_limits.h"
 #include "tuner/nvrtc_compiler.h"
 #include "tuner/thread_pool.h"
@@ -23,8 +26,10 @@ struct Outcome {
   Status status;
   std::string prune_reason;
   int spill_stores = 0;
+  int hgmma = -1;  // HGMMA instructions in the SASS (counted for sm_90a only)
 };
 
+// On sm_90a only the Hopper tier is compiled (the portable variants are the sm_90 code, compiled there).
 void CompileWholeSpace(const std::string& arch) {
   const tuner::KernelFamily& family = ChunkedForwardFamily();
   const tuner::Problem bucket = *family.Bucket(MakeProblem(16, 48, 8192));
@@ -32,17 +37,22 @@ void CompileWholeSpace(const std::string& arch) {
   ASSERT_TRUE(limits.has_value()) << arch;
   // segment_chunks and piece_chunks change no code: compile each distinct CompileSpec once. Every valid geometry,
   // also the ones the tuner skips as dominated (the API still runs them); the only invalid geometries are fused
-  // configs with an out_bv other than the one fused configs carry (duplicates) and pieces without the fused
-  // sequential pass.
+  // configs with an out_bv other than the one fused configs carry (duplicates), wgmma passes of another shape than
+  // one warpgroup on 64 columns, and pieces without the fused sequential pass.
   std::map<std::string, tuner::Config> distinct;
   for (const tuner::Config& config : tuner::EnumerateSpace(family)) {
     const std::string why = GeometryInvalidReason(config);
     if ((config.at("fused") > 0 && config.at("out_bv") != kFusedOutBv) ||
+        (config.at("fused") == 3 && (config.at("state_bv") != ::gdn::kWgmmaBv || config.at("warps") != 4)) ||
         (config.at("piece_chunks") > 0 && (config.at("fused") == 0 || config.at("segment_chunks") > 0))) {
       EXPECT_NE(why, "") << tuner::ConfigLabel(config);
       continue;
     }
     ASSERT_EQ(why, "") << tuner::ConfigLabel(config);
+    if (IsHopperTier(config) != (arch == "sm_90a")) {
+      EXPECT_EQ(IsHopperTier(config), family.ArchInvalidReason(config, arch) != "") << tuner::ConfigLabel(config);
+      continue;
+    }
     const tuner::CompileSpec spec = family.MakeCompileSpec(config, bucket);
     std::string key;
     for (const auto& e : spec.name_expressions) key += e + ";";
@@ -77,6 +87,14 @@ void CompileWholeSpace(const std::string& arch) {
                                                    static_cast<std::size_t>(k.dynamic_shared), /*allow_spills=*/false);
         if (!why.empty() && o.prune_reason.empty()) o.prune_reason = expr + ": " + why;
       }
+      if (arch == "sm_90a") {
+        Result<int> hgmma = testing::CountCubinInstructions(compiled->cubin, "HGMMA");
+        if (!hgmma.ok()) {
+          o.status = hgmma.status();
+          return o;
+        }
+        o.hgmma = *hgmma;
+      }
       return o;
     }));
   }
@@ -85,6 +103,10 @@ void CompileWholeSpace(const std::string& arch) {
     const Outcome o = f.get();
     EXPECT_TRUE(o.status.ok()) << arch << " " << o.label << ": " << o.status.ToString();
     if (!o.status.ok()) continue;
+    if (arch == "sm_90a") {
+      EXPECT_GT(o.hgmma, 0) << o.label << ": no HGMMA in the SASS of a Hopper-tier variant";
+      EXPECT_EQ(o.prune_reason, "") << o.label << ": a Hopper-tier variant must run on sm_90a";
+    }
     if (o.prune_reason.empty()) {
       ++runnable;
       EXPECT_EQ(o.spill_stores, 0) << arch << " " << o.label;
@@ -98,6 +120,7 @@ void CompileWholeSpace(const std::string& arch) {
 
 TEST(GdnCompile, EveryVariantCompilesForSm90) { CompileWholeSpace("sm_90"); }
 TEST(GdnCompile, EveryVariantCompilesForSm120) { CompileWholeSpace("sm_120"); }
+TEST(GdnCompile, EveryHopperTierVariantCompilesForSm90aWithHgmma) { CompileWholeSpace("sm_90a"); }
 
 TEST(GdnCompile, TheDefaultVariantRunsOnSm120WithinItsLimits) {
   const tuner::KernelFamily& family = ChunkedForwardFamily();

@@ -45,12 +45,15 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
   EXPECT_EQ(f.name(), "gdn");
   const tuner::Problem bucket = *f.Bucket(MakeProblem(16, 48, 8192));
   std::set<std::string> expressions;
-  std::size_t valid = 0, fused_duplicates = 0, unpieceable = 0, dominated = 0;
+  std::size_t valid = 0, fused_duplicates = 0, hopper_shapes = 0, unpieceable = 0, dominated = 0, hopper = 0;
   for (const tuner::Config& c : tuner::EnumerateSpace(f)) {
     const std::string why = f.InvalidReason(c, bucket);
     if (c.at("fused") > 0 && c.at("out_bv") != kFusedOutBv) {
       EXPECT_NE(why.find("out_bv is unused"), std::string::npos) << why;
       ++fused_duplicates;
+    } else if (c.at("fused") == 3 && (c.at("state_bv") != 64 || c.at("warps") != 4)) {
+      EXPECT_NE(why.find("one warpgroup per 64 state columns"), std::string::npos) << why;
+      ++hopper_shapes;
     } else if (c.at("piece_chunks") > 0 && (c.at("fused") == 0 || c.at("segment_chunks") > 0)) {
       EXPECT_NE(why.find("piece_chunks needs the fused kernel"), std::string::npos) << why;
       ++unpieceable;
@@ -60,37 +63,46 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
       EXPECT_EQ(GeometryInvalidReason(c), "") << "dominated configs stay valid geometries (the API runs them)";
       ++dominated;
     }
+    EXPECT_EQ(f.ArchInvalidReason(c, "sm_90a"), "");
+    EXPECT_EQ(f.ArchInvalidReason(c, "sm_90").empty(), c.at("fused") != 3) << "the wgmma pass is sm_90a only";
+    EXPECT_EQ(f.ArchInvalidReason(c, "sm_120").empty(), c.at("fused") != 3);
     if (!why.empty()) continue;
     ++valid;
     Result<Geometry> g = GeometryOf(c);
     ASSERT_TRUE(g.ok());
     const tuner::CompileSpec spec = f.MakeCompileSpec(c, bucket);
-    EXPECT_EQ(spec.main_file, "gdn_kernels.cu");
+    hopper += IsHopperTier(c) ? 1 : 0;
+    EXPECT_EQ(spec.main_file, IsHopperTier(c) ? "gdn_kernels_sm90a.cu" : "gdn_kernels.cu");
     // prep, transfer, combine, recurrent and either state + output or the fused kernel
     ASSERT_EQ(spec.name_expressions.size(), g->fused ? 5u : 6u);
     EXPECT_NE(spec.name_expressions[0].find("gdn_chunk_prep<" + std::to_string(g->chunk)), std::string::npos);
-    bool has_fused = false;
+    bool has_fused = false, has_wgmma = false;
     for (const auto& e : spec.name_expressions) {
       expressions.insert(e);
-      has_fused = has_fused || e.find("gdn_chunk_fused<") != std::string::npos;
+      has_fused = has_fused || e.find("gdn_chunk_fused") != std::string::npos;
+      has_wgmma = has_wgmma || e.find("gdn_chunk_fused_wgmma<") != std::string::npos;
     }
     EXPECT_EQ(has_fused, g->fused > 0);
+    EXPECT_EQ(has_wgmma, g->fused == 3);
     const auto shape = f.BlockShapeOf(c, bucket);
     EXPECT_EQ(shape.threads, std::max(32u * g->warps, kCombineThreads));
-    const int main_kernel = g->fused ? ::gdn::FusedSharedBytes(g->chunk, g->state_bv, g->fused)
-                                     : ::gdn::StateSharedBytes(g->chunk, g->state_bv);
+    const int main_kernel = g->fused ? FusedSharedBytesOf(*g) : ::gdn::StateSharedBytes(g->chunk, g->state_bv);
     EXPECT_GE(shape.dynamic_shared_bytes, static_cast<std::size_t>(main_kernel));
   }
-  // 8192 tokens: every segment and piece length splits; fused configs (2 of the 3 fused values) carry one out_bv
-  // (2 of the 3 values are duplicates); pieces (1/2 of the space) need fused > 0 and no split pass.
+  // 8192 tokens: every segment and piece length splits. Fused configs (3 of the 4 fused values) carry one out_bv
+  // (2 of its 3 values are duplicates: n / 2); the wgmma pass (fused 3) has one state_bv and one warps value of
+  // the 6 pairs (5 / 6 of fused 3 with out_bv 64: n / 4 x 1 / 3 x 5 / 6).
   const std::size_t n = tuner::EnumerateSpace(f).size();
-  EXPECT_EQ(fused_duplicates, n * 4 / 9);
-  // pieces (piece_chunks 64: half the space) outside fused 0 and the split pass: of the non-duplicates (5/9),
-  // fused 0 is 3/5 and fused > 0 with a split 2/5 x 3/4, so 9/10 of them: n / 2 x 5/9 x 9/10 = n / 4.
-  EXPECT_EQ(unpieceable, n / 4);
-  EXPECT_EQ(valid, n - fused_duplicates - unpieceable - dominated);
-  EXPECT_EQ(valid, 36u) << "chunk 32 only: 2 stages x 3 state_bv x 2 warps x (pieces of 0 or 64 chunks with the "
-                           "sequential pass, or segments of 32 chunks)";
+  EXPECT_EQ(n, 1152u);
+  EXPECT_EQ(fused_duplicates, n / 2);
+  EXPECT_EQ(hopper_shapes, n * 5 / 72);
+  // pieces (piece_chunks 64) with fused 0 (2 chunks x 3 state_bv x 3 out_bv x 2 warps x 4 segments = 144) or a split
+  // pass (fused 1, 2: 2 x 3 x 2 x 3 segments x 2 = 72; fused 3: 2 chunks x 3 segments = 6).
+  EXPECT_EQ(unpieceable, 144u + 72u + 6u);
+  EXPECT_EQ(valid, n - fused_duplicates - hopper_shapes - unpieceable - dominated);
+  EXPECT_EQ(valid, 39u) << "chunk 32 only: 2 stages x 3 state_bv x 2 warps, and the wgmma pass (one shape), each "
+                           "with pieces of 0 or 64 chunks and the sequential pass, or segments of 32 chunks";
+  EXPECT_EQ(hopper, 3u);
   EXPECT_GT(expressions.size(), 10u);
 }
 

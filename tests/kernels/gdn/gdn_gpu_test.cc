@@ -15,6 +15,7 @@
 #include "kernels/gdn/gdn_api.h"
 #include "kernels/gdn/gdn_config.h"
 #include "kernels/gdn/gdn_family.h"
+#include "kernels/gdn/gdn_layout.h"
 #include "kernels/gdn/gdn_workload.h"
 #include "tuner/arch_limits.h"
 #include "tuner/gpu_runtime.h"
@@ -94,6 +95,15 @@ TEST_F(GdnGpu, VariantsMatchTheFloat64ReferenceOnPackedAndSingleSequences) {
           }
         }
   const std::string arch = ctx->info().arch();
+  if (arch == "sm_90a") {  // the Hopper tier: the wgmma fused pass (one warpgroup, 64 state columns)
+    for (int chunk : {32, 64})
+      for (int seg : {0, 8})
+        for (int pieces : {0, 64}) {
+          if (pieces > 0 && (seg > 0 || chunk == 64)) continue;
+          configs.push_back(ConfigOf({.chunk = chunk, .state_bv = ::gdn::kWgmmaBv, .out_bv = kFusedOutBv,
+                                      .warps = 4, .segment_chunks = seg, .fused = 3, .piece_chunks = pieces}));
+        }
+  }
   tuner::ThreadPool pool(8);
   std::vector<std::future<Result<tuner::CompiledVariant>>> compiled;
   for (const tuner::Config& c : configs) compiled.push_back(pool.Submit([c, arch]() { return Compile(c, arch); }));
@@ -116,6 +126,8 @@ TEST_F(GdnGpu, VariantsMatchTheFloat64ReferenceOnPackedAndSingleSequences) {
                         Case{2, 6, 1000, 5, true}, Case{16, 48, 200, 2, true},
                         // several pieces of 64 chunks of 32 per sequence
                         Case{2, 4, 4500, 1, false}, Case{2, 6, 6000, 2, true},
+                        // a whole chunk; the long single sequences of the target's prefill
+                        Case{2, 2, 64, 1, true}, Case{1, 2, 8192, 1, true}, Case{1, 1, 32768, 1, false},
                         // flash-linear-attention's forms: g, beta given; with and without in-kernel normalisation
                         Case{2, 4, 1000, 3, true, {true, true}}, Case{2, 6, 300, 2, true, {true, false}},
                         Case{2, 2, 65, 1, false, {false, false}}}) {

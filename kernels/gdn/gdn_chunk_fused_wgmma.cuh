@@ -1,0 +1,190 @@
+// The fused state + output pass of the chunked gated delta rule on Hopper's wgmma (sm_90a only): the same function
+// as gdn_chunk_fused (same arguments, grid and results) computed transposed, so that the state never leaves the
+// registers of the warpgroup that owns it and no product stages a fragment through shared memory:
+//   S^T     = h^T W^T,  O^T = h^T qg^T          A = h^T (bf16, straight from the fp32 accumulator), B = W, qg
+//   V_new^T = U^T - S^T (rows t >= len zero)
+//   O^T    += V_new^T P^T                       A = V_new^T (registers), B = P
+//   h^T     = exp(gamma_last) h^T + V_new^T kd  A = V_new^T (registers), B = kd (MN-major)
+// One warpgroup per block owns the 64 x 128 slice h^T[col0 .. col0 + 63][0 .. 127] (64 columns of the state) as the
+// accumulator of an m64n128 product: 64 fp32 registers a thread, the update accumulates onto it in place. W, qg,
+// kd, the U slice and P of a chunk are loaded with cp.async into the 128-byte swizzled layout (sw128_copy.cuh),
+// two stages: chunk n+1's operands are issued when chunk n starts. O^T goes through a small padded tile to
+// row-contiguous stores. h0 / ht: each thread reads and writes the same state elements (its accumulator's), so
+// the pieces path's in-place h0 == ht stays correct here too.
+// Who may call: hosts launching grid (128 / 64, HV, num_segments), block 128, dynamic shared
+// FusedWgmmaSharedBytes(C). Arguments as gdn_chunk_fused's. Thread-safety: each block owns its segment's rows of o
+// and its head's 64 state columns.
+#pragma once
+
+#include "gdn_common.cuh"
+#include "gdn_layout.h"
+#include "sw128_copy.cuh"
+#include "wgmma.cuh"
+
+namespace gdn {
+
+template <int C>
+__global__ void __launch_bounds__(128, 1)
+    gdn_chunk_fused_wgmma(const bf16* __restrict__ kd, const bf16* __restrict__ w, const bf16* __restrict__ u,
+                          const bf16* __restrict__ qg, const bf16* __restrict__ pmat, const float* __restrict__ gcum,
+                          const int4* __restrict__ segs, const int* __restrict__ ht_index, int HV,
+                          const float* __restrict__ h0, float* __restrict__ ht, bf16* __restrict__ o, long long o_st,
+                          long long o_sh) {
+  static_assert(C == 32 || C == 64, "chunks of 32 or 64 rows");
+  constexpr int NT = 128, BV = kWgmmaBv, LDO = PadBf16Cols(BV);
+  constexpr int kKSteps = kDim / 16, kCSteps = C / 16;
+  constexpr unsigned kOpBytes = C * kDim * 2, kNarrowBytes = C * 128;  // [C x 128] tiles; U, P: [C x 64]
+  constexpr unsigned kStageBytes = FusedWgmmaStageBytes(C);
+  extern __shared__ __align__(1024) unsigned char smem[];  // swizzled tiles start 1024-byte aligned
+  const unsigned base = smem_addr(smem);
+  auto w_at = [&](int s) { return base + s * kStageBytes; };
+  auto q_at = [&](int s) { return base + s * kStageBytes + kOpBytes; };
+  auto kd_at = [&](int s) { return base + s * kStageBytes + 2 * kOpBytes; };
+  auto u_at = [&](int s) { return base + s * kStageBytes + 3 * kOpBytes; };
+  auto p_at = [&](int s) { return base + s * kStageBytes + 3 * kOpBytes + kNarrowBytes; };
+  unsigned char* const stage_ptr = smem;
+  bf16* const os = reinterpret_cast<bf16*>(smem + 2 * kStageBytes);  // O^T staging, [C][LDO]
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
+  const int hv = blockIdx.y;
+  const int4 seg = segs[blockIdx.z];
+  const int col0 = blockIdx.x * BV;
+  const long long hv_row = static_cast<long long>(HV) * kDim;  // row stride of [tokens, HV, 128]
+  auto chunk_len = [&](long long t) { return static_cast<int>(seg.y - t < C ? seg.y - t : C); };
+  auto issue = [&](long long t, int len, long long chunk, int s) {
+    const long long at = (t * HV + hv) * kDim;
+    if (len == C) {
+      LoadSw128AsyncFixed<C, kDim, NT, true>(w_at(s), w + at, hv_row, len, tid);
+      LoadSw128AsyncFixed<C, kDim, NT, true>(q_at(s), qg + at, hv_row, len, tid);
+      LoadSw128AsyncFixed<C, kDim, NT, true>(kd_at(s), kd + at, hv_row, len, tid);
+      LoadSw128AsyncFixed<C, BV, NT, true>(u_at(s), u + at + col0, hv_row, len, tid);
+    } else {
+      LoadSw128AsyncFixed<C, kDim, NT, false>(w_at(s), w + at, hv_row, len, tid);
+      LoadSw128AsyncFixed<C, kDim, NT, false>(q_at(s), qg + at, hv_row, len, tid);
+      LoadSw128AsyncFixed<C, kDim, NT, false>(kd_at(s), kd + at, hv_row, len, tid);
+      LoadSw128AsyncFixed<C, BV, NT, false>(u_at(s), u + at + col0, hv_row, len, tid);
+    }
+    LoadSw128AsyncFixed<C, C, NT, true>(p_at(s), pmat + (chunk * HV + hv) * C * C, C, C, tid);
+    cp_async_commit_group();
+  };
+  if (seg.x < seg.y) issue(seg.x, chunk_len(seg.x), seg.z, 0);
+
+  // h^T in the m64n128 accumulator layout: d[4 j + e] = h^T[v][k] = h[k][col0 + v], v = 16 warp + g + 8 (e / 2),
+  // k = 8 j + 2 c + e % 2.
+  const int v_lo = 16 * warp + g;
+  float hT[kDim / 2];
+  const float* h0_slice =
+      (h0 != nullptr && seg.w >= 0) ? h0 + (static_cast<long long>(seg.w) * HV + hv) * kDim * kDim + col0 : nullptr;
+#pragma unroll
+  for (int j = 0; j < kDim / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int v = v_lo + 8 * (e / 2), k = 8 * j + 2 * c + e % 2;
+      hT[4 * j + e] = h0_slice != nullptr ? h0_slice[k * kDim + v] : 0.f;
+    }
+  }
+
+  long long chunk = seg.z;
+  int stage = 0;
+  float g_last = seg.x < seg.y ? gcum[(seg.x + chunk_len(seg.x) - 1) * HV + hv] : 0.f;
+  for (long long t = seg.x; t < seg.y; t += C, ++chunk, stage ^= 1) {
+    const int len = chunk_len(t);
+    const float decay = __expf(g_last);
+    cp_async_wait_group<0>();
+    fence_proxy_async_shared();  // this thread's landed copies, before the async proxy (wgmma) reads them
+    __syncthreads();             // every thread's copies; nobody reads the other stage (chunk n-1) or os any more
+    if (t + C < seg.y) {
+      issue(t + C, chunk_len(t + C), chunk + 1, stage ^ 1);
+      g_last = gcum[((t + 2 * C < seg.y ? t + 2 * C : seg.y) - 1) * HV + hv];
+    }
+    // h^T as the A operand (bf16), k-step kk: the accumulator's columns 16 kk .. 16 kk + 15.
+    unsigned ha[kKSteps][4];
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) ha[kk][i] = pack_bf16x2(hT[8 * kk + 2 * i], hT[8 * kk + 2 * i + 1]);
+    }
+    float s[C / 2], oT[C / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk)
+      WgmmaRS<C>::template Run<0>(s, ha[kk], wgmma_desc_k_major<C>(w_at(stage), 0, kk), kk > 0);
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk)
+      WgmmaRS<C>::template Run<0>(oT, ha[kk], wgmma_desc_k_major<C>(q_at(stage), 0, kk), kk > 0);
+    wgmma_commit_group();
+    wgmma_fence_operand(ha);
+    // U^T in the accumulator layout of s (v = v_lo + 8 (e / 2), token 8 j + 2 c + e % 2): at C 32 read while the
+    // products run; at C 64 after them (read early, its 32 more live registers spill: 255 used).
+    const unsigned char* us = stage_ptr + stage * kStageBytes + 3 * kOpBytes;
+    float uT[C / 2];
+    auto read_u = [&]() {
+#pragma unroll
+      for (int j = 0; j < C / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          uT[4 * j + e] = __bfloat162float(*reinterpret_cast<const bf16*>(
+              us + dflash_ptx::Sw128Offset<C>(8 * j + 2 * c + e % 2, v_lo + 8 * (e / 2))));
+        }
+      }
+    };
+    if constexpr (C == 32) read_u();
+    wgmma_wait_group<0>();
+    if constexpr (C != 32) read_u();
+    wgmma_fence_operand(s);
+    wgmma_fence_operand(oT);
+    // V_new^T = U^T - S^T, zero in token columns >= len; as the A operand of the two products below.
+    unsigned va[kCSteps][4];
+#pragma unroll
+    for (int kk = 0; kk < kCSteps; ++kk) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int tk = 16 * kk + 8 * (i / 2) + 2 * c, d = 8 * kk + 2 * i;
+        va[kk][i] = pack_bf16x2(tk < len ? uT[d] - s[d] : 0.f, tk + 1 < len ? uT[d + 1] - s[d + 1] : 0.f);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kDim / 2; ++i) hT[i] *= decay;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kCSteps; ++kk)
+      WgmmaRS<C>::template Run<0>(oT, va[kk], wgmma_desc_k_major<C>(p_at(stage), 0, kk), 1);
+#pragma unroll
+    for (int kk = 0; kk < kCSteps; ++kk)
+      WgmmaRS<kDim>::template Run<1>(hT, va[kk], wgmma_desc_mn_major<C>(kd_at(stage), kk), 1);
+    wgmma_commit_group();
+    wgmma_fence_operand(va);
+    wgmma_wait_group<0>();
+    wgmma_fence_operand(oT);
+    wgmma_fence_operand(hT);
+    // O^T (v, token) -> os[token][v], then rows of 64 columns to o (4-byte stores: o's strides are even only).
+#pragma unroll
+    for (int j = 0; j < C / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        os[(8 * j + 2 * c + e % 2) * LDO + v_lo + 8 * (e / 2)] = __float2bfloat16_rn(oT[4 * j + e]);
+      }
+    }
+    __syncthreads();
+    bf16* orow = o + t * o_st + static_cast<long long>(hv) * o_sh + col0;
+#pragma unroll
+    for (int e = 0; e < C * BV / 2 / NT; ++e) {
+      const int i = tid + e * NT, r = i / (BV / 2), cc = (i % (BV / 2)) * 2;
+      if (r < len) {
+        *reinterpret_cast<unsigned*>(orow + r * o_st + cc) = *reinterpret_cast<const unsigned*>(os + r * LDO + cc);
+      }
+    }
+  }
+
+  const int hi = ht_index != nullptr ? ht_index[blockIdx.z] : -1;
+  if (ht != nullptr && hi >= 0) {
+    float* dst = ht + (static_cast<long long>(hi) * HV + hv) * kDim * kDim + col0;
+#pragma unroll
+    for (int j = 0; j < kDim / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dst[(8 * j + 2 * c + e % 2) * kDim + v_lo + 8 * (e / 2)] = hT[4 * j + e];
+    }
+  }
+}
+
+}  // namespace gdn

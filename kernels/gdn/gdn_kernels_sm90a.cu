@@ -1,0 +1,7 @@
+// The NVRTC translation unit of the gdn family's Hopper tier (compiled for sm_90a only: wgmma): the wgmma fused pass
+// with the portable kernels a Hopper variant launches beside it (prep, the split pass's transfer and combine, the
+// recurrent step). Variants are instantiated through name expressions (gdn_config.cc, KernelNamesOf).
+#include "gdn_chunk_fused_wgmma.cuh"
+#include "gdn_chunk_prep.cuh"
+#include "gdn_chunk_state.cuh"
+#include "gdn_recurrent.cuh"
