@@ -33,7 +33,7 @@ std::string GeometryInvalidReason(const tuner::Config& config) {
   if (config.at("fused") > 0 && config.at("out_bv") != kFusedOutBv) {
     return "out_bv is unused when fused (fused configs carry out_bv " + std::to_string(kFusedOutBv) + ")";
   }
-  if (config.at("fused") == 3 && (config.at("state_bv") != ::gdn::kWgmmaBv || config.at("warps") != 4)) {
+  if (config.at("fused") == kFusedWgmma && (config.at("state_bv") != ::gdn::kWgmmaBv || config.at("warps") != 4)) {
     return "fused 3 (the wgmma pass) is one warpgroup per " + std::to_string(::gdn::kWgmmaBv) +
            " state columns: state_bv " + std::to_string(::gdn::kWgmmaBv) + ", warps 4";
   }
@@ -45,7 +45,7 @@ std::string GeometryInvalidReason(const tuner::Config& config) {
 
 bool IsHopperTier(const tuner::Config& config) {
   auto it = config.find("fused");
-  return it != config.end() && it->second == 3;
+  return it != config.end() && it->second == kFusedWgmma;
 }
 
 std::string ArchInvalidReason(const tuner::Config& config, std::string_view arch) {
@@ -95,7 +95,7 @@ KernelNames KernelNamesOf(const Geometry& g) {
   n.prep = "gdn::gdn_chunk_prep<" + c + ", " + w + (g.fused ? ", true>" : ", false>");
   n.transfer = "gdn::gdn_chunk_state<" + c + ", " + s + ", " + w + ", true>";
   n.combine = "gdn::gdn_state_combine<" + s + ">";
-  if (g.fused == 3) {
+  if (g.fused == kFusedWgmma) {
     n.fused = "gdn::gdn_chunk_fused_wgmma<" + c + ">";
   } else if (g.fused) {
     n.fused = "gdn::gdn_chunk_fused<" + c + ", " + s + ", " + w + ", " + std::to_string(g.fused) + ">";
@@ -120,7 +120,7 @@ int StateSharedBytesOf(const Geometry& g) { return ::gdn::StateSharedBytes(g.chu
 int CombineSharedBytesOf(const Geometry& g) { return ::gdn::CombineSharedBytes(g.state_bv); }
 int OutputSharedBytesOf(const Geometry& g) { return ::gdn::OutputSharedBytes(g.chunk, g.out_bv); }
 int FusedSharedBytesOf(const Geometry& g) {
-  return g.fused == 3 ? ::gdn::FusedWgmmaSharedBytes(g.chunk) : ::gdn::FusedSharedBytes(g.chunk, g.state_bv, g.fused);
+  return g.fused == kFusedWgmma ? ::gdn::FusedWgmmaSharedBytes(g.chunk) : ::gdn::FusedSharedBytes(g.chunk, g.state_bv, g.fused);
 }
 int MaxSharedBytesOf(const Geometry& g) {
   int m = PrepSharedBytesOf(g);

@@ -59,7 +59,9 @@ Result<Geometry> GeometryOf(const tuner::Config& config);
 std::string DominatedReason(const tuner::Config& config);
 tuner::Config ConfigOf(const Geometry& g);
 
-// True for a config of the Hopper tier (fused 3: gdn_chunk_fused_wgmma, compiled from gdn_kernels_sm90a.cu).
+// The `fused` value of the Hopper tier's wgmma pass (gdn_chunk_fused_wgmma, compiled from gdn_kernels_sm90a.cu).
+constexpr int kFusedWgmma = 3;
+// True for a config of the Hopper tier (fused kFusedWgmma).
 bool IsHopperTier(const tuner::Config& config);
 // Empty when the config can be built for `arch`; the Hopper tier's reason otherwise.
 std::string ArchInvalidReason(const tuner::Config& config, std::string_view arch);

@@ -61,7 +61,7 @@ class GdnFamily final : public kernels::SpecFamily<ProblemSpec> {
                        .segment_chunks = segment_chunks, .fused = stages, .piece_chunks = piece_chunks});
     };
     // The Hopper tier's wgmma pass first (sm_90a only: elsewhere the tuner drops these seeds as arch-invalid).
-    return {fused(64, 4, 3, 0, 64), fused(64, 4, 3, 0, 0), fused(64, 4, 3, 32, 0),
+    return {fused(64, 4, kFusedWgmma, 0, 64), fused(64, 4, kFusedWgmma, 0, 0), fused(64, 4, kFusedWgmma, 32, 0),
             fused(64, 8, 1, 0, 64), fused(64, 8, 2, 0, 64), fused(64, 8, 2, 0, 0),
             fused(32, 8, 2, 0, 0),  fused(64, 4, 1, 0, 0),  fused(32, 4, 1, 32, 0)};
   }
