@@ -62,6 +62,13 @@ template <class T>
 __device__ __forceinline__ void cp_async_ca_4(unsigned saddr, const T* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(saddr), "l"(gmem) : "memory");
 }
+// 8 bytes global -> shared through L1 reading src_bytes of them (8, or 0: nothing is read, gmem must still be a
+// valid address, and the 8 bytes are zero-filled).
+template <class T>
+__device__ __forceinline__ void cp_async_ca_8_zfill(unsigned saddr, const T* gmem, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(saddr), "l"(gmem), "r"(src_bytes)
+               : "memory");
+}
 // Closes this thread's group of copies issued since the last commit.
 __device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most N committed groups of this thread are still in flight.

@@ -49,8 +49,8 @@ Result<Plans> MakePlans(const Geometry& g, const GdnArgs& args) {
 
 // Byte offsets of the workspace regions, in order.
 struct Offsets {
-  std::size_t gcum, w, u, kd, vnew, hbuf, qg, pmat, maps, seg_states, piece_states, chunks, segments, final_index,
-      seq_segments, total;
+  std::size_t gcum, w, u, kd, vnew, hbuf, qg, pmat, rowscale, maps, seg_states, piece_states, chunks, segments,
+      final_index, seq_segments, total;
 };
 
 Offsets OffsetsOf(const Geometry& g, const GdnArgs& args, const Plans& p) {
@@ -65,16 +65,17 @@ Offsets OffsetsOf(const Geometry& g, const GdnArgs& args, const Plans& p) {
     at = AlignUp(at + bytes);
     return here;
   };
+  const bool fused = g.fused != 0, wgmma = g.fused == kFusedWgmma;
+  const std::size_t C = static_cast<std::size_t>(g.chunk);
   o.gcum = take(T * HV * 4);
   o.w = take(T * HV * D * 2);
   o.u = take(T * HV * D * 2);
-  o.kd = take(T * HV * D * 2);
-  const bool fused = g.fused != 0;
-  const std::size_t C = static_cast<std::size_t>(g.chunk);
+  o.kd = take(wgmma && !split ? 0 : T * HV * D * 2);  // the wgmma pass reads k itself; the transfer kernel kd
   o.vnew = take(fused ? 0 : T * HV * D * 2);
   o.hbuf = take(fused ? 0 : nch * HV * D * D * 2);
-  o.qg = take(fused ? T * HV * D * 2 : 0);
+  o.qg = take(fused && !wgmma ? T * HV * D * 2 : 0);
   o.pmat = take(fused ? nch * HV * C * C * 2 : 0);
+  o.rowscale = take(wgmma ? T * HV * 8 : 0);
   o.maps = take(split ? nseg * HV * D * 2 * D * 4 : 0);
   o.seg_states = take(split ? nseg * HV * D * D * 4 : 0);
   o.piece_states = take(p.pieces ? nseq * HV * D * D * 4 : 0);
@@ -221,7 +222,9 @@ Result<PreparedForward> PrepareChunkedForward(const Geometry& g, const GdnArgs& 
   if (p.pieces) f.pieces = p.pieces->pieces;
   f.gcum = workspace + o.gcum, f.w = workspace + o.w, f.u = workspace + o.u, f.kd = workspace + o.kd;
   f.vnew = workspace + o.vnew, f.hbuf = workspace + o.hbuf, f.maps = workspace + o.maps;
-  f.qg = workspace + o.qg, f.pmat = workspace + o.pmat;
+  const bool wgmma = g.fused == kFusedWgmma, split = g.segment_chunks > 0;
+  if (wgmma && !split) f.kd = 0;
+  f.qg = wgmma ? 0 : workspace + o.qg, f.pmat = workspace + o.pmat, f.rowscale = wgmma ? workspace + o.rowscale : 0;
   f.seg_states = workspace + o.seg_states, f.chunks = workspace + o.chunks, f.segments = workspace + o.segments;
   f.piece_states = workspace + o.piece_states;
   f.final_index = workspace + o.final_index, f.seq_segments = workspace + o.seq_segments;
@@ -259,12 +262,12 @@ Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedF
     long long qst = args.q_stride_t, qsh = args.q_stride_h, kst = args.k_stride_t, ksh = args.k_stride_h,
               vst = args.v_stride_t, vsh = args.v_stride_h, abst = args.ab_stride_t;
     CUdeviceptr chunks = f.chunks + static_cast<CUdeviceptr>(first) * sizeof(ChunkDesc), gcum = f.gcum, w = f.w,
-                u = f.u, kd = f.kd, qg = f.qg;
+                u = f.u, kd = f.kd, qg = f.qg, rowscale = f.rowscale;
     CUdeviceptr pmat = f.pmat == 0 ? 0
                                    : f.pmat + static_cast<CUdeviceptr>(first) * static_cast<CUdeviceptr>(HV) *
                                                   static_cast<CUdeviceptr>(g.chunk * g.chunk) * 2;
     void* pa[] = {&q, &qst, &qsh, &k, &kst, &ksh, &v, &vst, &vsh, &a, &b, &abst, &alog, &dtb, &gin, &betain,
-                  &chunks, &H, &HV, &l2norm, &gcum, &w, &u, &kd, &scale, &qg, &pmat};
+                  &chunks, &H, &HV, &l2norm, &gcum, &w, &u, &kd, &scale, &qg, &pmat, &rowscale};
     return gpu::Launch(prep, {static_cast<unsigned>(count), static_cast<unsigned>(HV), 1}, {nt, 1, 1},
                        PrepSharedBytesOf(g), on, pa, label + " prep");
   };
@@ -276,11 +279,15 @@ Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedF
     CUdeviceptr segs = f.segments + static_cast<CUdeviceptr>(first) * sizeof(SegmentDesc);
     CUdeviceptr final_index = f.final_index + static_cast<CUdeviceptr>(first) * 4;
     long long ost = args.o_stride_t, osh = args.o_stride_h;
+    CUdeviceptr q = args.q, k = args.k, rowscale = f.rowscale;
+    long long qst = args.q_stride_t, qsh = args.q_stride_h, kst = args.k_stride_t, ksh = args.k_stride_h;
+    void* pw[] = {&q, &qst, &qsh, &k, &kst, &ksh, &H, &w, &u, &pmat, &gcum, &rowscale, &segs, &final_index, &HV,
+                  &h0, &ht, &o, &ost, &osh};
     void* pf[] = {&kd, &w, &u, &qg, &pmat, &gcum, &segs, &final_index, &HV, &h0, &ht, &o, &ost, &osh};
     return gpu::Launch(fused,
                        {static_cast<unsigned>(kHeadDim / g.state_bv), static_cast<unsigned>(HV),
                         static_cast<unsigned>(count)},
-                       {nt, 1, 1}, FusedSharedBytesOf(g), on, pf, label + " fused");
+                       {nt, 1, 1}, FusedSharedBytesOf(g), on, g.fused == kFusedWgmma ? pw : pf, label + " fused");
   };
 
   if (g.piece_chunks > 0) return LaunchPieces(f, args, stream, launch_prep, launch_fused);

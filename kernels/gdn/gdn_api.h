@@ -56,7 +56,8 @@ Status ValidateArgs(const GdnArgs& args);
 
 // Device workspace the chunked forward needs for these sequences with this config (bytes): intermediates
 // O(tokens * HV * 128) (gamma, W, U, kd; unfused: V_new and the chunk states h_n, bf16, 32 KiB per chunk and
-// head; fused: qg and the chunk's C x C output matrices P), the split pass's segment maps and states, with
+// head; fused: qg and the chunk's C x C output matrices P; the wgmma pass: P and two row factors a token and
+// head instead of qg and kd, kd only for the split pass), the split pass's segment maps and states, with
 // pieces the per-sequence states (fp32 [N, HV, 128, 128]), and the uploaded plan.
 Result<std::size_t> ChunkedWorkspaceBytes(const Geometry& g, const GdnArgs& args);
 
@@ -65,6 +66,7 @@ struct PreparedForward {
   Geometry geometry;
   int num_seqs = 0, num_chunks = 0, num_segments = 0;
   CUdeviceptr gcum = 0, w = 0, u = 0, kd = 0, vnew = 0, hbuf = 0, qg = 0, pmat = 0, maps = 0, seg_states = 0;
+  CUdeviceptr rowscale = 0;  // the wgmma pass's row factors, fp32 pairs [tokens, HV] (0 otherwise)
   CUdeviceptr chunks = 0, segments = 0, final_index = 0, seq_segments = 0;
   // piece_chunks > 0: the pieces (ranges of the uploaded chunk / segment lists) and the per-sequence state
   // buffer fp32 [N, HV, 128, 128] that carries each sequence's state from piece to piece.

@@ -1,19 +1,24 @@
-// The fused state + output pass of the chunked gated delta rule on Hopper's wgmma (sm_90a only): the same function
-// as gdn_chunk_fused (same arguments, grid and results) computed transposed, so that the state never leaves the
-// registers of the warpgroup that owns it and no product stages a fragment through shared memory:
-//   S^T     = h^T W^T,  O^T = h^T qg^T          A = h^T (bf16, straight from the fp32 accumulator), B = W, qg
+// The fused state + output pass of the chunked gated delta rule on Hopper's wgmma (sm_90a only): the same results
+// as gdn_chunk_fused, computed transposed, so that the state never leaves the registers of the warpgroup that owns
+// it and no product stages a fragment through shared memory. qg and kd are not read: they are the raw q and k of
+// the value head's key head scaled per row (qg_t = fq_t q_t, kd_t = fk_t k_t; fq, fk from gdn_chunk_prep's
+// ROWSCALE output), and the row factors are applied in registers, to O^T's token columns and to the A operand
+// of the update:
+//   S^T     = h^T W^T,  O^T = fq (.) h^T q^T    A = h^T (bf16, straight from the fp32 accumulator), B = W, q
 //   V_new^T = U^T - S^T (rows t >= len zero)
 //   O^T    += V_new^T P^T                       A = V_new^T (registers), B = P
-//   h^T     = exp(gamma_last) h^T + V_new^T kd  A = V_new^T (registers), B = kd (MN-major)
-// One warpgroup per block owns the 64 x 128 slice h^T[col0 .. col0 + 63][0 .. 127] (64 columns of the state) as the
-// accumulator of an m64n128 product: 64 fp32 registers a thread, the update accumulates onto it in place. W, qg,
-// kd, the U slice and P of a chunk are loaded with cp.async into the 128-byte swizzled layout (sw128_copy.cuh),
-// two stages: chunk n+1's operands are issued when chunk n starts. O^T goes through a small padded tile to
-// row-contiguous stores. h0 / ht: each thread reads and writes the same state elements (its accumulator's), so
-// the pieces path's in-place h0 == ht stays correct here too.
+//   h^T     = exp(gamma_last) h^T + (fk (.) V_new^T) k     A = registers, B = k (MN-major)
+// So the pass reads q and k once per key head (shared by the HV / H value heads and both column blocks, mostly
+// from L2) instead of qg and kd once per value head and column block. One warpgroup per block owns the 64 x 128
+// slice h^T[col0 .. col0 + 63][0 .. 127] (64 columns of the state) as the accumulator of an m64n128 product: 64 fp32
+// registers a thread, the update accumulates onto it in place. W, q, k, the U slice and P of a chunk are loaded
+// with cp.async into the 128-byte swizzled layout (sw128_copy.cuh), the row factors beside them, two stages:
+// chunk n+1's operands are issued when chunk n starts. O^T goes through a small padded tile to row-contiguous stores.
+// h0 / ht: each thread reads and writes the same state elements (its accumulator's), so the pieces path's in-place
+// h0 == ht stays correct here too.
 // Who may call: hosts launching grid (128 / 64, HV, num_segments), block 128, dynamic shared
-// FusedWgmmaSharedBytes(C). Arguments as gdn_chunk_fused's. Thread-safety: each block owns its segment's rows of o
-// and its head's 64 state columns.
+// FusedWgmmaSharedBytes(C); q, k with gdn_chunk_prep's strides (16-byte rows), the rest as gdn_chunk_fused's.
+// Thread-safety: each block owns its segment's rows of o and its head's 64 state columns.
 #pragma once
 
 #include "gdn_common.cuh"
@@ -25,9 +30,11 @@ namespace gdn {
 
 template <int C>
 __global__ void __launch_bounds__(128, 1)
-    gdn_chunk_fused_wgmma(const bf16* __restrict__ kd, const bf16* __restrict__ w, const bf16* __restrict__ u,
-                          const bf16* __restrict__ qg, const bf16* __restrict__ pmat, const float* __restrict__ gcum,
-                          const int4* __restrict__ segs, const int* __restrict__ ht_index, int HV,
+    gdn_chunk_fused_wgmma(const bf16* __restrict__ q, long long q_st, long long q_sh, const bf16* __restrict__ k,
+                          long long k_st, long long k_sh, int H, const bf16* __restrict__ w, const bf16* __restrict__ u,
+                          const bf16* __restrict__ pmat, const float* __restrict__ gcum,
+                          const float2* __restrict__ rowscale, const int4* __restrict__ segs,
+                          const int* __restrict__ ht_index, int HV,
                           const float* __restrict__ h0, float* __restrict__ ht, bf16* __restrict__ o, long long o_st,
                           long long o_sh) {
   static_assert(C == 32 || C == 64, "chunks of 32 or 64 rows");
@@ -39,32 +46,41 @@ __global__ void __launch_bounds__(128, 1)
   const unsigned base = smem_addr(smem);
   auto w_at = [&](int s) { return base + s * kStageBytes; };
   auto q_at = [&](int s) { return base + s * kStageBytes + kOpBytes; };
-  auto kd_at = [&](int s) { return base + s * kStageBytes + 2 * kOpBytes; };
+  auto k_at = [&](int s) { return base + s * kStageBytes + 2 * kOpBytes; };
   auto u_at = [&](int s) { return base + s * kStageBytes + 3 * kOpBytes; };
   auto p_at = [&](int s) { return base + s * kStageBytes + 3 * kOpBytes + kNarrowBytes; };
   unsigned char* const stage_ptr = smem;
   bf16* const os = reinterpret_cast<bf16*>(smem + 2 * kStageBytes);  // O^T staging, [C][LDO]
+  const float2* const rs = reinterpret_cast<const float2*>(smem + 2 * kStageBytes + FusedWgmmaOStageBytes(C));
+  const unsigned rs_addr = base + 2 * kStageBytes + FusedWgmmaOStageBytes(C);  // [2][C] {fq, fk}
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
   const int hv = blockIdx.y;
   const int4 seg = segs[blockIdx.z];
   const int col0 = blockIdx.x * BV;
   const long long hv_row = static_cast<long long>(HV) * kDim;  // row stride of [tokens, HV, 128]
+  const int hk = hv / (HV / H);
+  const bf16* const qh = q + hk * q_sh;
+  const bf16* const kh = k + hk * k_sh;
   auto chunk_len = [&](long long t) { return static_cast<int>(seg.y - t < C ? seg.y - t : C); };
   auto issue = [&](long long t, int len, long long chunk, int s) {
     const long long at = (t * HV + hv) * kDim;
     if (len == C) {
       LoadSw128AsyncFixed<C, kDim, NT, true>(w_at(s), w + at, hv_row, len, tid);
-      LoadSw128AsyncFixed<C, kDim, NT, true>(q_at(s), qg + at, hv_row, len, tid);
-      LoadSw128AsyncFixed<C, kDim, NT, true>(kd_at(s), kd + at, hv_row, len, tid);
+      LoadSw128AsyncFixed<C, kDim, NT, true>(q_at(s), qh + t * q_st, q_st, len, tid);
+      LoadSw128AsyncFixed<C, kDim, NT, true>(k_at(s), kh + t * k_st, k_st, len, tid);
       LoadSw128AsyncFixed<C, BV, NT, true>(u_at(s), u + at + col0, hv_row, len, tid);
     } else {
       LoadSw128AsyncFixed<C, kDim, NT, false>(w_at(s), w + at, hv_row, len, tid);
-      LoadSw128AsyncFixed<C, kDim, NT, false>(q_at(s), qg + at, hv_row, len, tid);
-      LoadSw128AsyncFixed<C, kDim, NT, false>(kd_at(s), kd + at, hv_row, len, tid);
+      LoadSw128AsyncFixed<C, kDim, NT, false>(q_at(s), qh + t * q_st, q_st, len, tid);
+      LoadSw128AsyncFixed<C, kDim, NT, false>(k_at(s), kh + t * k_st, k_st, len, tid);
       LoadSw128AsyncFixed<C, BV, NT, false>(u_at(s), u + at + col0, hv_row, len, tid);
     }
     LoadSw128AsyncFixed<C, C, NT, true>(p_at(s), pmat + (chunk * HV + hv) * C * C, C, C, tid);
+    if (tid < C) {  // rows past the chunk get zero factors
+      const float2* src = rowscale + (t + (tid < len ? tid : 0)) * HV + hv;
+      cp_async_ca_8_zfill(rs_addr + (s * C + tid) * 8, src, tid < len ? 8 : 0);
+    }
     cp_async_commit_group();
   };
   if (seg.x < seg.y) issue(seg.x, chunk_len(seg.x), seg.z, 0);
@@ -133,14 +149,25 @@ __global__ void __launch_bounds__(128, 1)
     if constexpr (C != 32) read_u();
     wgmma_fence_operand(s);
     wgmma_fence_operand(oT);
-    // V_new^T = U^T - S^T, zero in token columns >= len; as the A operand of the two products below.
-    unsigned va[kCSteps][4];
+    const float2* rsc = rs + stage * C;  // this chunk's {fq, fk} by token (zero past len)
+    // O^T's token column t times fq_t (the accumulator layout: token 8 j + 2 c + e % 2).
+#pragma unroll
+    for (int j = 0; j < C / 8; ++j) {
+      const float f0 = rsc[8 * j + 2 * c].x, f1 = rsc[8 * j + 2 * c + 1].x;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) oT[4 * j + e] *= e % 2 ? f1 : f0;
+    }
+    // V_new^T = U^T - S^T, zero in token columns >= len; as the A operand of the P product (va) and, times fk, of
+    // the update (vk).
+    unsigned va[kCSteps][4], vk[kCSteps][4];
 #pragma unroll
     for (int kk = 0; kk < kCSteps; ++kk) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int tk = 16 * kk + 8 * (i / 2) + 2 * c, d = 8 * kk + 2 * i;
-        va[kk][i] = pack_bf16x2(tk < len ? uT[d] - s[d] : 0.f, tk + 1 < len ? uT[d + 1] - s[d + 1] : 0.f);
+        const float n0 = tk < len ? uT[d] - s[d] : 0.f, n1 = tk + 1 < len ? uT[d + 1] - s[d + 1] : 0.f;
+        va[kk][i] = pack_bf16x2(n0, n1);
+        vk[kk][i] = pack_bf16x2(n0 * rsc[tk].y, n1 * rsc[tk + 1].y);
       }
     }
 #pragma unroll
@@ -151,9 +178,10 @@ __global__ void __launch_bounds__(128, 1)
       WgmmaRS<C>::template Run<0>(oT, va[kk], wgmma_desc_k_major<C>(p_at(stage), 0, kk), 1);
 #pragma unroll
     for (int kk = 0; kk < kCSteps; ++kk)
-      WgmmaRS<kDim>::template Run<1>(hT, va[kk], wgmma_desc_mn_major<C>(kd_at(stage), kk), 1);
+      WgmmaRS<kDim>::template Run<1>(hT, vk[kk], wgmma_desc_mn_major<C>(k_at(stage), kk), 1);
     wgmma_commit_group();
     wgmma_fence_operand(va);
+    wgmma_fence_operand(vk);
     wgmma_wait_group<0>();
     wgmma_fence_operand(oT);
     wgmma_fence_operand(hT);

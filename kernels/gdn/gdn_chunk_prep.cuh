@@ -10,10 +10,15 @@
 // FUSED (operands of gdn_chunk_fused): also qn = q of the key head (L2-normalised when qk_l2norm) and writes
 //   qg = scale diag(exp gamma) qn   [tokens, HV, 128] bf16 (rows < length), and
 //   P  = scale tril_incl(qn kn^T (.) Gamma)   [num_chunks, HV, C, C] bf16 (every entry; zero past the length).
+// ROWSCALE (operands of gdn_chunk_fused_wgmma, needs FUSED): qg is not written, and kd only where kd is non-null
+// (the split pass's transfer kernel reads it); instead the two row factors that turn the raw q and k of the key head
+// into qg and kd: rowscale[t, hv] = {scale exp(gamma) / |q|, exp(gamma_last - gamma) / |k|} (fp32 pairs, [tokens,
+// HV]; the norms are 1 without qk_l2norm), 8 bytes a row instead of 512.
 // Shared memory: kn, one tile that holds q (FUSED) and then v, the fp32 L / T (its space later holds T in bf16),
-// gamma and beta: PrepSharedBytes(C) (52.7 KB at C = 64: 4 blocks per H200 SM).
+// gamma, beta and the rows' inverse norms: PrepSharedBytes(C) (53.2 KB at C = 64: 4 blocks per H200 SM).
 // Who may call: hosts launching grid (num_chunks, HV), block NWARPS*32, dynamic shared PrepSharedBytes(C); q, q_st,
-// q_sh, scale, qg, pmat are unused (may be null) unless FUSED; a, b, A_log, dt_bias unused when g_in is given.
+// q_sh, scale, qg, pmat are unused (may be null) unless FUSED, rowscale unless ROWSCALE; a, b, A_log, dt_bias unused
+// when g_in is given.
 // Thread-safety: each block writes only its own chunk's rows of its own value head.
 #pragma once
 
@@ -113,14 +118,14 @@ __device__ __forceinline__ void invert_unit_lower(float* L, int ld) {
 
 // sm_120: register caps of 170 (4 warps, 3 blocks per SM) and 255 (8 warps, 1 block): with the default hint
 // ptxas caps the prep at 128 / 64 registers there and spills 4-44 B, and at 128 with 8 warps still 8-16 B; sm_90
-// keeps the default (no spills; 4 blocks of 52.7 KB per SM at chunk 64).
+// keeps the default (no spills; 4 blocks of 53.2 KB per SM at chunk 64).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
 #define GDN_PREP_BOUNDS(threads) __launch_bounds__(threads, (threads) <= 128 ? 3 : 1)
 #else
 #define GDN_PREP_BOUNDS(threads) __launch_bounds__(threads)
 #endif
 
-template <int C, int NWARPS, bool FUSED>
+template <int C, int NWARPS, bool FUSED, bool ROWSCALE = false>
 __global__ void GDN_PREP_BOUNDS(NWARPS * 32)
     gdn_chunk_prep(const bf16* __restrict__ q, long long q_st, long long q_sh,   //
                    const bf16* __restrict__ k, long long k_st, long long k_sh,   //
@@ -130,7 +135,9 @@ __global__ void GDN_PREP_BOUNDS(NWARPS * 32)
                    const float* __restrict__ g_in, const float* __restrict__ beta_in,
                    const int4* __restrict__ chunks,  // {token_start, length, seq, unused}
                    int H, int HV, int qk_l2norm, float* __restrict__ gcum, bf16* __restrict__ w, bf16* __restrict__ u,
-                   bf16* __restrict__ kd, float scale, bf16* __restrict__ qg, bf16* __restrict__ pmat) {
+                   bf16* __restrict__ kd, float scale, bf16* __restrict__ qg, bf16* __restrict__ pmat,
+                   float2* __restrict__ rowscale) {
+  static_assert(FUSED || !ROWSCALE, "the row factors belong to the fused operands");
   constexpr int NT = NWARPS * 32;
   constexpr int LD = PadBf16Cols(kDim), LDF = PadF32Cols(C), LDT = PadBf16Cols(C);
   static_assert(C % 16 == 0, "chunk length must be a multiple of 16");
@@ -142,6 +149,8 @@ __global__ void GDN_PREP_BOUNDS(NWARPS * 32)
   bf16* Tb = reinterpret_cast<bf16*>(L);  // replaces L once T is in registers
   float* gam = L + C * LDF;
   float* bet = gam + C;
+  float* kinv = bet + C;  // ROWSCALE: 1 / |k| and 1 / |q| of each row (1 without qk_l2norm)
+  float* qinv = kinv + C;
   static_assert(C * PadBf16Cols(C) * 2 <= C * PadF32Cols(C) * 4, "Tb must fit in L's space");
 
   constexpr int kVec8 = C * (kDim / 8);  // 8-column vectors of a C x 128 tile
@@ -158,14 +167,15 @@ __global__ void GDN_PREP_BOUNDS(NWARPS * 32)
     const float2 gb = r < len ? gate_at(a, b, g_in, beta_in, (t0 + r) * ab_st + hv, alog, dtb) : make_float2(0.f, 0.f);
     gam[r] = gb.x;
     bet[r] = gb.y;
+    if constexpr (ROWSCALE) kinv[r] = qinv[r] = 1.f;
   }
   load_tile_async<C, kDim, NT>(k + t0 * k_st + hk * k_sh, k_st, len, kn, LD);
   if constexpr (FUSED) load_tile_async<C, kDim, NT>(q + t0 * q_st + hk * q_sh, q_st, len, qs, LD);
   cp_async_wait_all();
   __syncthreads();
   if (qk_l2norm) {
-    l2norm_rows_inplace<C, NWARPS>(kn, LD, 1.f);
-    if constexpr (FUSED) l2norm_rows_inplace<C, NWARPS>(qs, LD, 1.f);
+    l2norm_rows_inplace<C, NWARPS>(kn, LD, 1.f, ROWSCALE ? kinv : nullptr);
+    if constexpr (FUSED) l2norm_rows_inplace<C, NWARPS>(qs, LD, 1.f, ROWSCALE ? qinv : nullptr);
   }
   if (tid < 32) {  // inclusive cumsum of g over the chunk, by one warp
     float carry = 0.f;
@@ -196,7 +206,15 @@ __global__ void GDN_PREP_BOUNDS(NWARPS * 32)
     L[r * LDF + c] = c < r ? br * x0 * __expf(gr - gam[c]) : 0.f;
     L[r * LDF + c + 1] = c + 1 < r ? br * x1 * __expf(gr - gam[c + 1]) : 0.f;
   });
-  if constexpr (FUSED) {  // qg = scale exp(gamma) qn; then q's space takes v (its load overlaps the inverse)
+  if constexpr (ROWSCALE) {  // the factors of qg and kd; then q's space takes v (its load overlaps the inverse)
+    if (tid < len) {  // NT >= C (invert_unit_lower); a strided loop here made NVRTC spill 8 B
+      rowscale[(t0 + tid) * HV + hv] =
+          make_float2(scale * __expf(gam[tid]) * qinv[tid], __expf(gam[len - 1] - gam[tid]) * kinv[tid]);
+    }
+    __syncthreads();
+    load_tile_async<C, kDim, NT>(v + t0 * v_st + hv * v_sh, v_st, len, vb, LD);
+    cp_async_commit_group();
+  } else if constexpr (FUSED) {  // qg = scale exp(gamma) qn; then q's space takes v (its load overlaps the inverse)
 #pragma unroll
     for (int e = 0; e < kVec8 / NT; ++e) {
       const int i = tid + e * NT, r = i / (kDim / 8), c = (i % (kDim / 8)) * 8;
@@ -234,7 +252,7 @@ __global__ void GDN_PREP_BOUNDS(NWARPS * 32)
     uint4* pk = reinterpret_cast<uint4*>(kn + r * LD + c);
     uint4* pv = reinterpret_cast<uint4*>(vb + r * LD + c);
     const uint4 kraw = *pk;
-    if (r < len) {  // kd = kn exp(gamma_last - gamma): the state pass's update operand
+    if (r < len && (!ROWSCALE || kd != nullptr)) {  // kd = kn exp(gamma_last - gamma): the state pass's operand
       *reinterpret_cast<uint4*>(kd + ((t0 + r) * HV + hv) * kDim + c) =
           scale_bf16x8(kraw, __expf(gam[len - 1] - gam[r]));
     }

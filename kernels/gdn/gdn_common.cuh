@@ -42,10 +42,11 @@ __device__ __forceinline__ float warp_sum(float x) {
 }
 
 // L2-normalises (eps kL2Eps) each of the ROWS rows of a [ROWS][ld] bf16 shared-memory tile of 128 columns in
-// place and multiplies it by `mult`; zero rows stay zero. One warp per row; no barrier inside (callers put one
-// between the tile's load and this, and after it).
+// place and multiplies it by `mult`; zero rows stay zero. row_scale (shared memory, or null): receives each row's
+// factor (mult / norm). One warp per row; no barrier inside (callers put one between the tile's load and this, and
+// after it).
 template <int ROWS, int NWARPS>
-__device__ __forceinline__ void l2norm_rows_inplace(bf16* tile, int ld, float mult) {
+__device__ __forceinline__ void l2norm_rows_inplace(bf16* tile, int ld, float mult, float* row_scale = nullptr) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int r = warp; r < ROWS; r += NWARPS) {
     uint2* p = reinterpret_cast<uint2*>(tile + r * ld + lane * 4);
@@ -56,6 +57,7 @@ __device__ __forceinline__ void l2norm_rows_inplace(bf16* tile, int ld, float mu
     h[0] = __floats2bfloat162_rn(x0 * s, x1 * s);
     h[1] = __floats2bfloat162_rn(x2 * s, x3 * s);
     *p = raw;
+    if (row_scale != nullptr && lane == 0) row_scale[r] = s;
   }
 }
 

@@ -92,7 +92,8 @@ KernelNames KernelNamesOf(const Geometry& g) {
   const std::string c = std::to_string(g.chunk), s = std::to_string(g.state_bv), o = std::to_string(g.out_bv),
                     w = std::to_string(g.warps);
   KernelNames n;
-  n.prep = "gdn::gdn_chunk_prep<" + c + ", " + w + (g.fused ? ", true>" : ", false>");
+  n.prep = "gdn::gdn_chunk_prep<" + c + ", " + w +
+           (g.fused == kFusedWgmma ? ", true, true>" : g.fused ? ", true>" : ", false>");
   n.transfer = "gdn::gdn_chunk_state<" + c + ", " + s + ", " + w + ", true>";
   n.combine = "gdn::gdn_state_combine<" + s + ">";
   if (g.fused == kFusedWgmma) {

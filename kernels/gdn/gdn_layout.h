@@ -18,9 +18,9 @@ constexpr int kDim = 128;  // K = V
 GDN_HD constexpr int PadBf16Cols(int cols) { return cols + 8; }
 GDN_HD constexpr int PadF32Cols(int cols) { return cols + 4; }
 
-// gdn_chunk_prep<C, NWARPS, FUSED>: kn and q-then-v [C][136] bf16; L/T [C][C+4] fp32 (later Tb [C][C+8] bf16 in
-// the same space); gamma, beta [C] fp32. The same for both FUSED values.
-GDN_HD constexpr int PrepSharedBytes(int c) { return 2 * c * PadBf16Cols(kDim) * 2 + c * PadF32Cols(c) * 4 + 2 * c * 4; }
+// gdn_chunk_prep<C, NWARPS, FUSED, ROWSCALE>: kn and q-then-v [C][136] bf16; L/T [C][C+4] fp32 (later Tb [C][C+8]
+// bf16 in the same space); gamma, beta and the inverse norms of k and q [C] fp32. The same for every variant.
+GDN_HD constexpr int PrepSharedBytes(int c) { return 2 * c * PadBf16Cols(kDim) * 2 + c * PadF32Cols(c) * 4 + 4 * c * 4; }
 
 // gdn_chunk_state<C, BV, NWARPS, TRANSFER>: hf [128][BV+4] fp32, hb [128][BV+8] bf16, W and kd [C][136] bf16,
 // U slice and V_new [C][BV+8] bf16.
@@ -43,13 +43,16 @@ GDN_HD constexpr int FusedSharedBytes(int c, int bv, int stages) {
          stages * (3 * c * PadBf16Cols(kDim) * 2 + c * PadBf16Cols(c) * 2 + c * PadBf16Cols(bv) * 2);
 }
 
-// gdn_chunk_fused_wgmma<C> (sm_90a): one warpgroup, kWgmmaBv state columns per block; per load stage (two) W, qg,
-// kd [C][128] and the U slice and P [C][64] bf16 in the 128-byte swizzled layout (1024-byte aligned tiles, P's rows
-// padded to 64 columns), then the O staging tile [C][kWgmmaBv+8] bf16. Not mirrored in tools/device/gdn_layout.py
-// (the CuPy checker runs the portable kernels only).
+// gdn_chunk_fused_wgmma<C> (sm_90a): one warpgroup, kWgmmaBv state columns per block; per load stage (two) W, q,
+// k [C][128] and the U slice and P [C][64] bf16 in the 128-byte swizzled layout (1024-byte aligned tiles, P's rows
+// padded to 64 columns), then the O staging tile [C][kWgmmaBv+8] bf16 and per stage the rows' factor pairs [C]
+// float2. Not mirrored in tools/device/gdn_layout.py (the CuPy checker runs the portable kernels only).
 constexpr int kWgmmaBv = 64;
 GDN_HD constexpr int FusedWgmmaStageBytes(int c) { return 3 * c * kDim * 2 + 2 * c * 128; }
-GDN_HD constexpr int FusedWgmmaSharedBytes(int c) { return 2 * FusedWgmmaStageBytes(c) + c * PadBf16Cols(kWgmmaBv) * 2; }
+GDN_HD constexpr int FusedWgmmaOStageBytes(int c) { return c * PadBf16Cols(kWgmmaBv) * 2; }
+GDN_HD constexpr int FusedWgmmaSharedBytes(int c) {
+  return 2 * (FusedWgmmaStageBytes(c) + c * 8) + FusedWgmmaOStageBytes(c);
+}
 
 // gdn_state_combine<BV>: M [128][129] fp32, h [128][BV] fp32.
 GDN_HD constexpr int CombineSharedBytes(int bv) { return kDim * (kDim + 1) * 4 + kDim * bv * 4; }

@@ -152,7 +152,7 @@ def prep_args(inp, chunks_d, gcum, w, u, kd, qg, pm):
             P(v), I64(v.stride(0)), I64(v.stride(1)), P(a), P(b), I64(a.stride(0)), P(A_log), P(dt_bias),
             P(None), P(None), P(chunks_d), I32(q.shape[1]), I32(v.shape[1]), I32(1), P(gcum), P(w), P(u), P(kd),
             np.float32(D ** -0.5),
-            P(qg), P(pm))
+            P(qg), P(pm), P(None))
 
 
 def run_chunked(K, inp, seqlens, h0, want_ht, seg_chunks=None, fused=False):

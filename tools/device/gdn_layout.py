@@ -22,7 +22,7 @@ def pad_f(c):  # PadF32Cols
 
 
 def prep_smem(c):
-    return 2 * c * pad_b(D) * 2 + c * pad_f(c) * 4 + 2 * c * 4
+    return 2 * c * pad_b(D) * 2 + c * pad_f(c) * 4 + 4 * c * 4
 
 
 def state_smem(c, bv):
