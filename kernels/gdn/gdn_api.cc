@@ -47,10 +47,19 @@ Result<Plans> MakePlans(const Geometry& g, const GdnArgs& args) {
   return p;
 }
 
-// Byte offsets of the workspace regions, in order.
+// One workspace region: its byte offset, and whether the kernels are handed a pointer to it (kd, qg and rowscale
+// are null in the configs OffsetsOf leaves them out of; every other region is passed, empty or not).
+struct Region {
+  std::size_t offset = 0;
+  bool passed = true;
+  CUdeviceptr In(CUdeviceptr workspace) const { return passed ? workspace + offset : 0; }
+};
+
+// The workspace regions, in order, and their total size (bytes).
 struct Offsets {
-  std::size_t gcum, w, u, kd, vnew, hbuf, qg, pmat, rowscale, maps, seg_states, piece_states, chunks, segments,
-      final_index, seq_segments, total;
+  Region gcum, w, u, kd, vnew, hbuf, qg, pmat, rowscale, maps, seg_states, piece_states, chunks, segments,
+      final_index, seq_segments;
+  std::size_t total = 0;
 };
 
 Offsets OffsetsOf(const Geometry& g, const GdnArgs& args, const Plans& p) {
@@ -63,19 +72,22 @@ Offsets OffsetsOf(const Geometry& g, const GdnArgs& args, const Plans& p) {
   auto take = [&](std::size_t bytes) {
     const std::size_t here = at;
     at = AlignUp(at + bytes);
-    return here;
+    return Region{here};
   };
+  // A region that only some configs have: no bytes and a null pointer unless `passed`.
+  auto take_or_null = [&](bool passed, std::size_t bytes) { return Region{take(passed ? bytes : 0).offset, passed}; };
   const bool fused = g.fused != 0, wgmma = g.fused == kFusedWgmma;
   const std::size_t C = static_cast<std::size_t>(g.chunk);
   o.gcum = take(T * HV * 4);
   o.w = take(T * HV * D * 2);
   o.u = take(T * HV * D * 2);
-  o.kd = take(wgmma && !split ? 0 : T * HV * D * 2);  // the wgmma pass reads k itself; the transfer kernel kd
+  o.kd = take_or_null(!wgmma || split, T * HV * D * 2);  // the wgmma pass reads k itself; the transfer kernel kd
   o.vnew = take(fused ? 0 : T * HV * D * 2);
   o.hbuf = take(fused ? 0 : nch * HV * D * D * 2);
-  o.qg = take(fused && !wgmma ? T * HV * D * 2 : 0);
+  // qg: the wgmma pass reads q itself; the portable tier's prep is handed an empty qg and ignores it.
+  o.qg = take_or_null(!wgmma, fused ? T * HV * D * 2 : 0);
   o.pmat = take(fused ? nch * HV * C * C * 2 : 0);
-  o.rowscale = take(wgmma ? T * HV * 8 : 0);
+  o.rowscale = take_or_null(wgmma, T * HV * 8);
   o.maps = take(split ? nseg * HV * D * 2 * D * 4 : 0);
   o.seg_states = take(split ? nseg * HV * D * D * 4 : 0);
   o.piece_states = take(p.pieces ? nseq * HV * D * D * 4 : 0);
@@ -220,14 +232,12 @@ Result<PreparedForward> PrepareChunkedForward(const Geometry& g, const GdnArgs& 
   f.num_chunks = static_cast<int>(p.chunks.chunks.size());
   f.num_segments = static_cast<int>(p.segment_list().size());
   if (p.pieces) f.pieces = p.pieces->pieces;
-  f.gcum = workspace + o.gcum, f.w = workspace + o.w, f.u = workspace + o.u, f.kd = workspace + o.kd;
-  f.vnew = workspace + o.vnew, f.hbuf = workspace + o.hbuf, f.maps = workspace + o.maps;
-  const bool wgmma = g.fused == kFusedWgmma, split = g.segment_chunks > 0;
-  if (wgmma && !split) f.kd = 0;
-  f.qg = wgmma ? 0 : workspace + o.qg, f.pmat = workspace + o.pmat, f.rowscale = wgmma ? workspace + o.rowscale : 0;
-  f.seg_states = workspace + o.seg_states, f.chunks = workspace + o.chunks, f.segments = workspace + o.segments;
-  f.piece_states = workspace + o.piece_states;
-  f.final_index = workspace + o.final_index, f.seq_segments = workspace + o.seq_segments;
+  f.gcum = o.gcum.In(workspace), f.w = o.w.In(workspace), f.u = o.u.In(workspace), f.kd = o.kd.In(workspace);
+  f.vnew = o.vnew.In(workspace), f.hbuf = o.hbuf.In(workspace), f.maps = o.maps.In(workspace);
+  f.qg = o.qg.In(workspace), f.pmat = o.pmat.In(workspace), f.rowscale = o.rowscale.In(workspace);
+  f.seg_states = o.seg_states.In(workspace), f.chunks = o.chunks.In(workspace), f.segments = o.segments.In(workspace);
+  f.piece_states = o.piece_states.In(workspace);
+  f.final_index = o.final_index.In(workspace), f.seq_segments = o.seq_segments.In(workspace);
   DFLASH_RETURN_IF_ERROR(
       Upload(f.chunks, p.chunk_list().data(), p.chunk_list().size() * sizeof(ChunkDesc), "chunks"));
   DFLASH_RETURN_IF_ERROR(

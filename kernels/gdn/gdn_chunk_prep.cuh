@@ -206,15 +206,12 @@ __global__ void GDN_PREP_BOUNDS(NWARPS * 32)
     L[r * LDF + c] = c < r ? br * x0 * __expf(gr - gam[c]) : 0.f;
     L[r * LDF + c + 1] = c + 1 < r ? br * x1 * __expf(gr - gam[c + 1]) : 0.f;
   });
-  if constexpr (ROWSCALE) {  // the factors of qg and kd; then q's space takes v (its load overlaps the inverse)
+  if constexpr (ROWSCALE) {  // the factors of qg and kd
     if (tid < len) {  // NT >= C (invert_unit_lower); a strided loop here made NVRTC spill 8 B
       rowscale[(t0 + tid) * HV + hv] =
           make_float2(scale * __expf(gam[tid]) * qinv[tid], __expf(gam[len - 1] - gam[tid]) * kinv[tid]);
     }
-    __syncthreads();
-    load_tile_async<C, kDim, NT>(v + t0 * v_st + hv * v_sh, v_st, len, vb, LD);
-    cp_async_commit_group();
-  } else if constexpr (FUSED) {  // qg = scale exp(gamma) qn; then q's space takes v (its load overlaps the inverse)
+  } else if constexpr (FUSED) {  // qg = scale exp(gamma) qn
 #pragma unroll
     for (int e = 0; e < kVec8 / NT; ++e) {
       const int i = tid + e * NT, r = i / (kDim / 8), c = (i % (kDim / 8)) * 8;
@@ -223,11 +220,11 @@ __global__ void GDN_PREP_BOUNDS(NWARPS * 32)
             scale_bf16x8(*reinterpret_cast<const uint4*>(qs + r * LD + c), scale * __expf(gam[r]));
       }
     }
-    __syncthreads();
+  }
+  __syncthreads();
+  if constexpr (FUSED) {  // q is used: its space takes v (the load overlaps the inverse)
     load_tile_async<C, kDim, NT>(v + t0 * v_st + hv * v_sh, v_st, len, vb, LD);
     cp_async_commit_group();
-  } else {
-    __syncthreads();
   }
   invert_unit_lower<C, NWARPS>(L, LDF);
   {  // Tb = bf16(T) with its unit diagonal, written over L

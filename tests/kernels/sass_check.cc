@@ -52,4 +52,11 @@ Result<int> CountCubinInstructions(const std::vector<std::uint8_t>& cubin, std::
   return CountInstructions(*sass, opcode);
 }
 
+Result<int> HgmmaCountOnSm90a(const std::vector<std::uint8_t>& cubin, std::string_view arch) {
+  if (arch != "sm_90a") return -1;
+  Result<int> n = CountCubinInstructions(cubin, "HGMMA");
+  if (!n.ok()) return n.status().WithContext("counting HGMMA in the sm_90a SASS");
+  return n;
+}
+
 }  // namespace dflash::testing

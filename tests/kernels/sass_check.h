@@ -1,6 +1,6 @@
 // SASS of a compiled variant, for the compile tests of the Hopper tier: the cubin disassembled by nvdisasm (the CUDA
-// toolkit's, else the one tools/scripts/install-deps.sh puts in the user cache; CMake finds it) and the count of
-// one instruction in it. Thread-safety: re-entrant (each call uses its own temporary file).
+// toolkit's, else the one tools/scripts/install-deps.sh puts in the user cache; CMake finds it), the count of one
+// instruction in it, and the tier's HGMMA count. Thread-safety: re-entrant (each call uses its own temporary file).
 #pragma once
 
 #include <cstdint>
@@ -18,5 +18,8 @@ Result<std::string> DisassembleCubin(const std::vector<std::uint8_t>& cubin);
 int CountInstructions(std::string_view sass, std::string_view opcode);
 // CountInstructions over the cubin's SASS (DisassembleCubin's error when it cannot be disassembled).
 Result<int> CountCubinInstructions(const std::vector<std::uint8_t>& cubin, std::string_view opcode);
+// The Hopper tier's check of a variant compiled for `arch`: its HGMMA instructions on sm_90a, -1 (not counted) on
+// any other arch; on sm_90a, CountCubinInstructions's error saying it was counting HGMMA.
+Result<int> HgmmaCountOnSm90a(const std::vector<std::uint8_t>& cubin, std::string_view arch);
 
 }  // namespace dflash::testing

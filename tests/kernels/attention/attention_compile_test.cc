@@ -70,14 +70,9 @@ Outcome CompileOne(const tuner::KernelFamily& family, const tuner::Config& confi
     // The block shape is the variant's largest (threads, dynamic shared memory) over its kernels.
     if (!why.empty() && o.prune_reason.empty()) o.prune_reason = expr + " (with the variant's block shape): " + why;
   }
-  if (arch == "sm_90a") {
-    Result<int> hgmma = testing::CountCubinInstructions(compiled->cubin, "HGMMA");
-    if (!hgmma.ok()) {
-      o.status = hgmma.status();
-      return o;
-    }
-    o.hgmma = *hgmma;
-  }
+  const Result<int> hgmma = testing::HgmmaCountOnSm90a(compiled->cubin, arch);
+  if (hgmma.ok()) o.hgmma = *hgmma;
+  o.status = hgmma.status();
   return o;
 }
 

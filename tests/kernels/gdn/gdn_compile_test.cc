@@ -87,14 +87,9 @@ void CompileWholeSpace(const std::string& arch) {
                                                    static_cast<std::size_t>(k.dynamic_shared), /*allow_spills=*/false);
         if (!why.empty() && o.prune_reason.empty()) o.prune_reason = expr + ": " + why;
       }
-      if (arch == "sm_90a") {
-        Result<int> hgmma = testing::CountCubinInstructions(compiled->cubin, "HGMMA");
-        if (!hgmma.ok()) {
-          o.status = hgmma.status();
-          return o;
-        }
-        o.hgmma = *hgmma;
-      }
+      const Result<int> hgmma = testing::HgmmaCountOnSm90a(compiled->cubin, arch);
+      if (hgmma.ok()) o.hgmma = *hgmma;
+      o.status = hgmma.status();
       return o;
     }));
   }
