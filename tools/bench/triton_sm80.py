@@ -2,11 +2,11 @@
 compiled for the mma.sync instruction set that sm_120 has, on a Hopper GPU, in a child process of their own (the
 overrides are per process).
 
-How: TRITON_OVERRIDE_ARCH=sm80 before Triton compiles anything (Triton then emits mma.sync, not wgmma, and the
-H200 still loads the result), a fresh TRITON_CACHE_DIR (so the PTX counted afterwards is this process's own), and
-the capability a library chooses its configurations by reported as (8, 0) only while it chooses them (reported to
-all of torch, Inductor built sm_80 cubins the H200 cannot load). count_ptx proves the result: a stand-in's PTX
-holds no wgmma.
+How: TRITON_OVERRIDE_ARCH=sm80 before Triton compiles anything (Triton then lowers its dots to mma.sync, not
+wgmma, and still runs ptxas for the GPU's own arch, so the H200 loads the result), a fresh TRITON_CACHE_DIR (so the
+PTX counted afterwards is this process's own), and the capability a library chooses its configurations by reported
+as (8, 0) only while it chooses them (reported to all of torch, Inductor built sm_80 cubins the H200 cannot load).
+count_ptx proves the result: a stand-in's PTX holds no wgmma.
 """
 import contextlib
 import os
@@ -29,6 +29,11 @@ def enter_sm80_process(inductor=False):
 def reported_as_sm80(torch, device_name=None):
     """Within: torch.cuda.get_device_capability reports (8, 0) and, when device_name is given,
     torch.cuda.get_device_name reports it (libraries that test the name for "NVIDIA H", as FLA does)."""
+    # Triton's driver binds torch.cuda.get_device_capability when it is first created and compiles for what it
+    # reports from then on: created inside this context (FLA's import asks it for the target) it would build sm_80
+    # cubins the H200 cannot load ("no kernel image is available"), so it is created with the real one first.
+    import triton
+    triton.runtime.driver.active.get_current_target()
     real_cap, real_name = torch.cuda.get_device_capability, torch.cuda.get_device_name
     torch.cuda.get_device_capability = lambda device=None: (8, 0)
     if device_name is not None:
