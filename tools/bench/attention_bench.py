@@ -282,45 +282,20 @@ def flex_row(torch, timer, name, p, facts, seed):
             "note": "first fwd+bwd %.1f s (incl. compile), mask build %.1f s" % (first, mask_s)}
 
 
-def count_ptx(root):
-    """(wgmma, mma.sync) instruction counts over every PTX file Triton wrote under root."""
-    import pathlib
-    import re
-    wg = ms = 0
-    for path in pathlib.Path(root).rglob("*.ptx"):
-        text = path.read_text(errors="replace")
-        wg += len(re.findall(r"wgmma\.mma_async", text))
-        ms += len(re.findall(r"\bmma\.sync", text))
-    return wg, ms
-
-
 def sm80_flex_child(args):
     """The --sm80-child process: flex for one shape on the mma.sync instruction set; prints one JSON row."""
-    import tempfile
-    triton_cache = tempfile.mkdtemp(prefix="sm80-triton-")
-    os.environ["TRITON_OVERRIDE_ARCH"] = "sm80"
-    os.environ["TRITON_CACHE_DIR"] = triton_cache
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="sm80-inductor-")
-    import contextlib
+    from triton_sm80 import count_ptx, enter_sm80_process, reported_as_sm80
+    triton_cache = enter_sm80_process(inductor=True)
     import torch
     import torch._inductor.template_heuristics.triton as heuristics
 
     # Only flex's configuration choice sees (8, 0): Inductor passes the real capability to Triton's compile, which
     # the override makes emit mma.sync code (capability 8.0 there too built sm_80 cubins the H200 cannot load).
-    @contextlib.contextmanager
-    def capability_80():
-        real = torch.cuda.get_device_capability
-        torch.cuda.get_device_capability = lambda device=None: (8, 0)
-        try:
-            yield
-        finally:
-            torch.cuda.get_device_capability = real
-
     for name in ("get_flex_attn_fwd_configs", "get_flex_attn_bwd_configs"):
         original = getattr(heuristics.CUDAConfigHeuristic, name)
 
         def chosen_as_sm80(self, *a, _original=original, **k):
-            with capability_80():
+            with reported_as_sm80(torch):
                 return _original(self, *a, **k)
         setattr(heuristics.CUDAConfigHeuristic, name, chosen_as_sm80)
     with open(args.sm80_child) as f:

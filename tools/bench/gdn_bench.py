@@ -19,6 +19,13 @@ fla-core >= 0.6 supports HV > H natively (GVA), so q and k are NOT repeated. FLA
 Packed shape: 8 sequences, 32768 tokens; the cut points are the ones our workload drew with --seed
 (kernel_bench --instance-out), random, so the sequences are NOT all 4096 long: both sides get the same cu_seqlens.
 
+sm_120 stand-in (--sm80-peers; no sm_120 GPU is at hand): FLA compiled for the mma.sync instruction set that sm_120
+has, per shape in a child process (tools/bench/triton_sm80.py): TRITON_OVERRIDE_ARCH=sm80, and while FLA is imported
+(its IS_NVIDIA_HOPPER and other configuration flags are set at import) torch reports capability (8, 0) and a device
+name without "NVIDIA H", so FLA takes its non-Hopper paths; the shared-memory budget FLA sizes its configurations by
+stays the H200's (an sm_120 has ~100 KB). The child counts the wgmma / mma.sync of the PTX Triton wrote: a row whose
+PTX holds wgmma is marked as no stand-in. Compare it with the portable tier's row (--portable-arch sm_90).
+
 Usage (GPU machine, from the repository root, FLA wheels installed; see tools/bench/README.md):
   python3 tools/bench/gdn_bench.py --build-dir build-gpu --cache-dir /tmp/dflash-bench-cache
 Dry run (no torch, no GPU, no FLA): python3 tools/bench/gdn_bench.py --build-dir build-bench --dry-run
@@ -197,6 +204,49 @@ def fla_time(torch, args, p, cu_list):
     return first, median
 
 
+def sm80_fla_child(args):
+    """The --sm80-child process: FLA for one shape on the mma.sync instruction set; prints one JSON row."""
+    from triton_sm80 import count_ptx, enter_sm80_process, reported_as_sm80
+    triton_cache = enter_sm80_process()
+    if not args.fla_backend_dispatch:
+        os.environ["FLA_DISABLE_BACKEND_DISPATCH"] = "1"
+    import torch
+    with reported_as_sm80(torch, device_name="sm_120 stand-in (capability 8.0)"):
+        import fla
+        import fla.ops.gated_delta_rule  # noqa: F401 - its modules read the flags at import
+        from fla.utils import IS_NVIDIA_HOPPER
+    with open(args.sm80_child) as f:
+        spec = json.load(f)
+    first, ms = fla_time(torch, args, spec["problem"], spec["cu_seqlens"])
+    wg, mma = count_ptx(triton_cache)
+    row = {"system": "FLA %s, sm_80 instruction set" % getattr(fla, "__version__", "?"), "ms": ms,
+           "note": "first call %.1f s; TRITON_OVERRIDE_ARCH=sm80, FLA imported with capability (8, 0) "
+                   "(IS_NVIDIA_HOPPER %s); PTX: %d wgmma, %d mma.sync" % (first, IS_NVIDIA_HOPPER, wg, mma)}
+    print(json.dumps(row), flush=True)
+    return 0 if wg == 0 and mma > 0 and not IS_NVIDIA_HOPPER else 1
+
+
+def sm80_fla_row(args, name, p, cu, log):
+    """FLA on the mma.sync instruction set for one shape, in a child process (the overrides are per process)."""
+    path = os.path.join(args.work_dir, name.replace(" ", "_").replace(",", "") + ".sm80.json")
+    with open(path, "w") as f:
+        json.dump({"problem": p, "cu_seqlens": cu}, f)
+    cmd = [sys.executable, os.path.abspath(__file__), "--sm80-child", path, "--seed", str(args.seed),
+           "--warmup", str(args.warmup), "--reps", str(args.reps), "--graph-launches", str(args.graph_launches)]
+    cmd += (["--no-flush"] if args.no_flush else []) + (["--fla-backend-dispatch"] if args.fla_backend_dispatch else [])
+    r, _ = run_cmd(cmd, log)
+    row = {"shape": name, "tokens": p["tokens"]}
+    try:
+        row.update(json.loads(r.stdout.strip().splitlines()[-1]))
+    except (ValueError, IndexError):
+        row.update({"system": "FLA, sm_80 instruction set",
+                    "note": "failed: " + (r.stderr.strip()[-300:] or "no output")})
+        return row
+    if r.returncode != 0:
+        row["note"] += "; NOT A STAND-IN: its PTX holds wgmma or FLA still saw Hopper"
+    return row
+
+
 # ------------------------------------------------------------------------------------------------------- table
 
 def table(rows):
@@ -244,9 +294,14 @@ def main():
     ap.add_argument("--fla-shapes", help="run FLA only on these of the selected shapes (indices into the full "
                                          "list, e.g. 0,2; default: all): FLA's first call per new (H, HV, varlen) "
                                          "costs 30-45 s of Triton compile + autotune")
+    ap.add_argument("--sm80-peers", action="store_true",
+                    help="add the sm_120 stand-in rows: FLA compiled for the mma.sync instruction set (see above)")
+    ap.add_argument("--sm80-child", help=argparse.SUPPRESS)
     ap.add_argument("--dry-run", action="store_true", help="no torch, no GPU, no FLA: print the commands and the "
                                                            "instance facts")
     args = ap.parse_args()
+    if args.sm80_child:
+        return sm80_fla_child(args)
     args.dflash_tune = args.dflash_tune or os.path.join(args.build_dir, "tools", "dflash_tune", "dflash-tune")
     args.kernel_bench = args.kernel_bench or os.path.join(args.build_dir, "tools", "bench", "kernel_bench")
     shapes = SHAPES
@@ -373,6 +428,14 @@ def main():
                     row_p["note"] = "%s spread %.3f" % (pjson(mine_p["config"]), mine_p["spread"])
                 rows.append(row_p)
             rows.append(fla_row)
+            if args.sm80_peers and name in fla_names:
+                torch.cuda.empty_cache()  # the child shares the GPU
+                sm80 = sm80_fla_row(args, name, p, cu, log)
+                if args.portable_arch and sm80.get("ms") and portable[name].get("median_ms"):
+                    sm80["note"] += "; FLA sm80 / ours %s: %.2fx" % (args.portable_arch,
+                                                                  sm80["ms"] / portable[name]["median_ms"])
+                results["fla"][name + " sm80"] = sm80
+                rows.append(sm80)
             n = p.get("num_seqs", 1)
             if n > 1 and fla_version is not None and name in fla_names:
                 # The issue's shape is n sequences of equal length; our workload draws random cut points (and
