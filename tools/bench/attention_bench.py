@@ -10,7 +10,10 @@ the same protocol (warm-up, L2 flush, CUDA events, median of --reps).
 
 Shapes (../shared/spec/anchors.md): DFlash full and sliding (window 2048) layers with 512 anchors (Q 8192, KV 16384)
 and 128 anchors (Q 2048, KV 10240), context 8192, 32/8 heads, head dim 128, block 16; dense causal B 1, H 32, S 8192,
-D 128. The DFlash anchors are the ones our workload drew (kernel_bench --instance-out, same --seed), so flex runs
+D 128; and the target's own attention forward (Qwen3.6-27B: 24 / 4 heads, head dim 256; forward only, the
+backward has head dims 64 and 128) at 4096 tokens, causal and document-causal (8 documents, the boundaries our
+workload drew with --seed, as the trainer's packed rows are tuned), vs SDPA's flash and cuDNN backends (causal)
+and flex (document-causal). The DFlash anchors are the ones our workload drew (kernel_bench --instance-out, same --seed), so flex runs
 exactly the same mask and every system's FLOPs count the same attended pairs: 4 * pairs * D * Hq forward, 2.5x that
 backward (dense causal: S(S+1)/2 pairs).
 Peak memory: extra device memory of forward + backward beyond the inputs (q, k, v, dO). Flex / SDPA: torch
@@ -53,8 +56,21 @@ SHAPES = [
     ("dflash_sliding 128", dflash_problem("dflash_sliding", 128)),
     ("causal 8192", {"mask": "causal", "batch": 1, "heads_q": 32, "heads_kv": 32, "head_dim": 128, "seq_q": 8192,
                      "seq_kv": 8192, "dtype": "bf16"}),
+    ("causal d256 4096", {"mask": "causal", "batch": 1, "heads_q": 24, "heads_kv": 4, "head_dim": 256,
+                          "seq_q": 4096, "seq_kv": 4096, "dtype": "bf16"}),
+    ("doc_causal d256 4096", {"mask": "doc_causal", "batch": 1, "heads_q": 24, "heads_kv": 4, "head_dim": 256,
+                              "seq_q": 4096, "seq_kv": 4096, "num_docs": 8, "dtype": "bf16"}),
 ]
 QUICK = ("dflash_full 512", "causal 8192")
+
+
+def forward_only(p):
+    """Head dim 256 (the target's attention) has a forward only."""
+    return p["head_dim"] == 256
+
+
+def is_dflash(p):
+    return p["mask"].startswith("dflash")
 
 
 def pjson(p):
@@ -91,7 +107,9 @@ def run_cmd(cmd, log, stream=False):
 def warmup_cmd(args, shapes, arch=None):
     cmd = [args.dflash_tune, "--cache-dir", args.cache_dir, "warmup"] + (["--arch", arch] if arch else [])
     for _, p in shapes:
-        cmd += ["--problem", "attention_fwd=" + pjson(p), "--problem", "attention_bwd=" + pjson(p)]
+        cmd += ["--problem", "attention_fwd=" + pjson(p)]
+        if not forward_only(p):
+            cmd += ["--problem", "attention_bwd=" + pjson(p)]
     if args.budget:
         cmd += ["--budget", args.budget]
     return cmd
@@ -129,6 +147,12 @@ def row_count(problem, facts, b, q):
     """Attended kv positions of query row q (batch b), straight from the spec's mask text."""
     if problem["mask"] == "causal":
         return q + 1
+    if problem["mask"] == "doc_causal":  # rows past the last document attend nothing
+        cu = facts["cu_seqlens"]
+        for d in range(len(cu) - 1):
+            if cu[d] <= q < cu[d + 1]:
+                return q - cu[d] + 1
+        return 0
     bs, win = problem["block_size"], problem.get("window", 2048)
     j, o = q // bs, q % bs
     if not facts["valid"][b][j]:
@@ -142,6 +166,23 @@ def row_count(problem, facts, b, q):
 def pairs_from_anchors(problem, facts):
     """Attended pairs recounted here from the anchors, to cross-check kernel_bench's instance file."""
     return sum(row_count(problem, facts, b, q) for b in range(problem["batch"]) for q in range(problem["seq_q"]))
+
+
+def doc_ids(p, facts):
+    """Each token's document index (-1 past the last document), from the workload's cu_seqlens."""
+    ids = [-1] * p["seq_q"]
+    cu = facts["cu_seqlens"]
+    for d in range(len(cu) - 1):
+        ids[cu[d]:cu[d + 1]] = [d] * (cu[d + 1] - cu[d])
+    return ids
+
+
+def make_doc_mask_mod(doc):
+    """flex_attention's mask_mod for document-causal attention; doc indexes by token (a torch tensor on the GPU,
+    a list on the CPU for the dry run's check)."""
+    def mask_mod(b, h, q_idx, kv_idx):
+        return (kv_idx <= q_idx) & (doc[q_idx] == doc[kv_idx]) & (doc[q_idx] >= 0)
+    return mask_mod
 
 
 def make_mask_mod(p, anchors, valid):
@@ -177,7 +218,10 @@ def check_mask_mod(p, facts, stride=61):
     """Evaluates the flex mask_mod on the CPU for every stride-th query row (and the last) and every kv position,
     and compares the counts with the spec's row counts; returns the number of rows checked (raises on a
     difference)."""
-    mm = make_mask_mod(p, Grid2(facts["anchors"]), Grid2([[bool(x) for x in r] for r in facts["valid"]]))
+    if p["mask"] == "doc_causal":
+        mm = make_doc_mask_mod(doc_ids(p, facts))
+    else:
+        mm = make_mask_mod(p, Grid2(facts["anchors"]), Grid2([[bool(x) for x in r] for r in facts["valid"]]))
     rows = 0
     for b in range(p["batch"]):
         for q in list(range(0, p["seq_q"], stride)) + [p["seq_q"] - 1]:
@@ -240,27 +284,32 @@ def torch_inputs(torch, p, seed):
     return [x.requires_grad_() for x in (q, k, v)] + [do]
 
 
-def measure_fwd_bwd(torch, timer, fwd):
-    """fwd() -> output that depends on q, k, v; returns fwd ms, bwd ms, peak extra bytes of one fwd+bwd."""
+def measure_fwd_bwd(torch, timer, fwd, backward=True):
+    """fwd() -> output that depends on q, k, v; returns fwd ms, bwd ms (None without backward), peak extra bytes
+    of one fwd+bwd (of one fwd without backward)."""
     q, k, v, do = fwd.inputs
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     m0 = torch.cuda.memory_allocated()
     o = fwd()
-    grads = torch.autograd.grad(o, (q, k, v), do)
+    grads = torch.autograd.grad(o, (q, k, v), do) if backward else None
     torch.cuda.synchronize()
     peak = torch.cuda.max_memory_allocated() - m0
     del o, grads
     tf = timer(fwd)
-    tb = timer(lambda o: torch.autograd.grad(o, (q, k, v), do), setup=fwd)
+    tb = timer(lambda o: torch.autograd.grad(o, (q, k, v), do), setup=fwd) if backward else None
     return tf, tb, peak
 
 
 def flex_row(torch, timer, name, p, facts, seed):
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-    anchors = torch.tensor(facts["anchors"], device="cuda", dtype=torch.int32)
-    valid = torch.tensor(facts["valid"], device="cuda", dtype=torch.bool)
-    mask_mod = make_mask_mod(p, anchors, valid)
+    if p["mask"] == "doc_causal":
+        mask_mod = make_doc_mask_mod(torch.tensor(doc_ids(p, facts), device="cuda", dtype=torch.int32))
+    else:
+        anchors = torch.tensor(facts["anchors"], device="cuda", dtype=torch.int32)
+        valid = torch.tensor(facts["valid"], device="cuda", dtype=torch.bool)
+        mask_mod = make_mask_mod(p, anchors, valid)
+    backward = not forward_only(p)
     q, k, v, do = torch_inputs(torch, p, seed)
     t0 = time.time()
     bm = create_block_mask(mask_mod, p["batch"], None, p["seq_q"], p["seq_kv"], device="cuda")
@@ -273,13 +322,15 @@ def flex_row(torch, timer, name, p, facts, seed):
     fwd.inputs = (q, k, v, do)
     t0 = time.time()
     o = fwd()
-    torch.autograd.grad(o, (q, k, v), do)
+    if backward:
+        torch.autograd.grad(o, (q, k, v), do)
     torch.cuda.synchronize()
     first = time.time() - t0
     del o
-    tf, tb, peak = measure_fwd_bwd(torch, timer, fwd)
+    tf, tb, peak = measure_fwd_bwd(torch, timer, fwd, backward)
     return {"system": "flex compiled", "fwd_ms": tf, "bwd_ms": tb, "peak_extra_bytes": peak,
-            "note": "first fwd+bwd %.1f s (incl. compile), mask build %.1f s" % (first, mask_s)}
+            "note": "first %s %.1f s (incl. compile), mask build %.1f s" % ("fwd+bwd" if backward else "fwd", first,
+                                                                          mask_s)}
 
 
 def sm80_flex_child(args):
@@ -331,13 +382,28 @@ def sdpa_row(torch, timer, name, p, seed, backend="FLASH_ATTENTION"):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     sdpa = torch.nn.functional.scaled_dot_product_attention
     q, k, v, do = torch_inputs(torch, p, seed)
+    note = ""
     with sdpa_kernel(getattr(SDPBackend, backend)):
+        gqa = p["heads_q"] != p["heads_kv"]
+
         def fwd():
-            return sdpa(q, k, v, is_causal=True)
+            return sdpa(q, k, v, is_causal=True, enable_gqa=gqa)
         fwd.inputs = (q, k, v, do)
-        tf, tb, peak = measure_fwd_bwd(torch, timer, fwd)
+        try:
+            fwd()
+        except RuntimeError:  # a backend without GQA: k and v repeated to the query heads before the timed calls
+            if not gqa:
+                raise
+            r = p["heads_q"] // p["heads_kv"]
+            kr, vr = (x.detach().repeat_interleave(r, dim=1).requires_grad_() for x in (k, v))
+
+            def fwd():
+                return sdpa(q, kr, vr, is_causal=True)
+            fwd.inputs = (q, kr, vr, do)
+            note = "k, v repeated to %d heads before the timed calls (no GQA in this backend)" % p["heads_q"]
+        tf, tb, peak = measure_fwd_bwd(torch, timer, fwd, not forward_only(p))
     label = {"FLASH_ATTENTION": "SDPA flash", "CUDNN_ATTENTION": "SDPA cuDNN"}.get(backend, "SDPA " + backend)
-    return {"system": label, "fwd_ms": tf, "bwd_ms": tb, "peak_extra_bytes": peak, "note": ""}
+    return {"system": label, "fwd_ms": tf, "bwd_ms": tb, "peak_extra_bytes": peak, "note": note}
 
 
 # ------------------------------------------------------------------------------------------------------- table
@@ -371,7 +437,9 @@ def our_row(name, p, fl, fwd, bwd, system="ours (tuned winner)"):
         notes.append("fwd %s" % pjson(fwd["config"]))
         if abs(fwd["flops"] - fl) > 1e-6 * fl:
             notes.append("FLOP COUNT DIFFERS: kernel_bench %.4g vs script %.4g" % (fwd["flops"], fl))
-    if "error" in bwd:
+    if bwd is None:
+        notes.append("forward only (head dim 256); peak memory not measured")
+    elif "error" in bwd:
         notes.append("bwd failed: " + bwd["error"])
     else:
         row["bwd_ms"] = bwd["median_ms"]
@@ -454,7 +522,7 @@ def main():
             log_line(log, "dry run: would run")
             log_line(log, "  " + " ".join(warmup_cmd(args, shapes)))
             for name, p in shapes:
-                for fam in ("attention_fwd", "attention_bwd"):
+                for fam in ("attention_fwd",) + (() if forward_only(p) else ("attention_bwd",)):
                     log_line(log, "  " + " ".join(kernel_bench_cmd(args, fam, p, extra)))
             rows = []
             for name, p in shapes:
@@ -477,15 +545,16 @@ def main():
         ours = {}
         for name, p in shapes:
             fwd = run_kernel_bench(args, "attention_fwd", p, log, extra)
-            bwd = run_kernel_bench(args, "attention_bwd", p, log, extra)
+            bwd = None if forward_only(p) else run_kernel_bench(args, "attention_bwd", p, log, extra)
             results["kernel_bench"][name] = {"fwd": fwd, "bwd": bwd}
             ours[name] = [our_row(name, p, flops[name], fwd, bwd)]
             log_line(log, "%s: ours fwd %s ms, bwd %s ms" % (name, fwd.get("median_ms", fwd.get("error")),
+                                                          "-" if bwd is None else
                                                           bwd.get("median_ms", bwd.get("error"))))
             if args.portable_arch:
                 arch = ["--arch", args.portable_arch]
                 pf = run_kernel_bench(args, "attention_fwd", p, log, extra + arch)
-                pb = run_kernel_bench(args, "attention_bwd", p, log, extra + arch)
+                pb = None if forward_only(p) else run_kernel_bench(args, "attention_bwd", p, log, extra + arch)
                 results["kernel_bench"][name].update({"portable_fwd": pf, "portable_bwd": pb})
                 ours[name].append(our_row(name, p, flops[name], pf, pb, "ours, %s winners (portable tier)" % args.portable_arch))
 
@@ -502,7 +571,7 @@ def main():
                 others.append({"system": "flex / SDPA", "note": "not run: torch " + tv})
             else:
                 systems = (["FLASH_ATTENTION", "CUDNN_ATTENTION"] if p["mask"] == "causal" else ["flex"])
-                if args.sm80_peers and p["mask"] != "causal":
+                if args.sm80_peers and is_dflash(p):
                     systems.append("flex sm80")
                 for system in systems:
                     try:

@@ -5,9 +5,11 @@
 # table last.
 #   bash tools/device/bench_all.sh [--deadline S] [--budget N] [--dry-run [--build-dir DIR]] PART...
 # Parts, with their time on one H200 (the build of dflash-tune + kernel_bench takes 26-34 s of it):
-#   attention        tools/bench/attention_bench.py, all 5 shapes: our tuned winners vs torch.compile(flex_attention)
-#                    with the same BlockMask (DFlash full / sliding, 512 and 128 anchors) and vs SDPA's flash
-#                    backend (dense causal). ~5 min (warmup of the 10 keys ~2 min, flex's first call 5-10 s a shape)
+#   attention        tools/bench/attention_bench.py, all 7 shapes: our tuned winners vs torch.compile(flex_attention)
+#                    with the same BlockMask (DFlash full / sliding, 512 and 128 anchors; the target's head-dim-256
+#                    document-causal forward) and vs SDPA's flash and cuDNN backends (dense causal; head-dim-256
+#                    causal forward). ~5 min for the first 5 shapes (warmup of their 10 keys ~2 min, flex's first
+#                    call 5-10 s a shape); the two head-dim-256 forward shapes are not timed yet
 #   attention-quick  the same for DFlash full 512 and dense causal only (--quick). ~2.5 min
 #   gdn              tools/bench/gdn_bench.py, 4 shapes: our tuned winner (sm_90a: both tiers) and the portable
 #                    tier's (sm_90) vs FLA 0.6.0 chunk_gated_delta_rule, all CUDA-graph replays (--budget 12
@@ -45,7 +47,7 @@ while [ $# -gt 0 ]; do
     --budget) budget="$2"; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --build-dir) build_dir="$2"; shift 2 ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     attention|attention-quick|gdn|step|launch)
       case " ${parts[*]:-} " in *" $1 "*) ;; *) parts+=("$1") ;; esac; shift ;;
     *) echo "bench_all.sh: unknown argument $1 (parts: attention attention-quick gdn step launch; --help)" >&2; exit 2 ;;

@@ -117,14 +117,16 @@ def attention_rows(res):
     rows = []
     for name in res.get("shapes", {}):
         kb = res.get("kernel_bench", {}).get(name, {})
-        fwd, bwd = kb.get("fwd", {}).get("median_ms"), kb.get("bwd", {}).get("median_ms")
-        ours = fwd + bwd if fwd and bwd else None
+        forward_only = kb.get("bwd") is None  # head dim 256: no backward
+        fwd, bwd = (kb.get("fwd") or {}).get("median_ms"), (kb.get("bwd") or {}).get("median_ms")
+        ours = fwd if forward_only else (fwd + bwd if fwd and bwd else None)
         refs = res.get("torch", {}).get(name, [])  # one row per reference system (causal: SDPA flash and cuDNN)
         for ref in refs if isinstance(refs, list) else [refs]:
             rf, rb = ref.get("fwd_ms"), ref.get("bwd_ms")
-            theirs = rf + rb if rf and rb else None
-            rows.append(("attention", name + " fwd+bwd",
-                         fmt(ours, ".3f", " ms") + " (%s / %s)" % (fmt(fwd, ".3f"), fmt(bwd, ".3f")),
+            theirs = rf if forward_only else (rf + rb if rf and rb else None)
+            measured = fmt(ours, ".3f", " ms") if forward_only else (
+                fmt(ours, ".3f", " ms") + " (%s / %s)" % (fmt(fwd, ".3f"), fmt(bwd, ".3f")))
+            rows.append(("attention", name + (" fwd" if forward_only else " fwd+bwd"), measured,
                          "%s %s" % (ref.get("system", "reference"), fmt(theirs, ".3f", " ms")), ratio(theirs, ours)))
     return rows
 
