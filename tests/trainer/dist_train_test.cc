@@ -1,8 +1,9 @@
 // dflash-train with several ranks, as real processes on the CPU (gloo): 2 ranks x batch 1 train exactly what 1 rank
 // x batch 2 trains (same rows, same anchors, global loss normalisation), a 2-rank run resumes exactly and refuses
 // another world size, a killed rank makes the other exit with an error within the timeout and leaves the last
-// checkpoint intact, a bad rank environment is one line and exit 2, the launcher returns a failed worker's code, and
-// the target on another GPU (--target-device-offset) trains the same drafter (on the CPU: a one-line error).
+// checkpoint intact, a bad rank environment is one line and exit 2, the launcher returns a failed worker's code, the
+// pipelined schedule trains what the serial one trains, and the target on another GPU (--target-device-offset)
+// trains the same drafter, pipelined or in series (on the CPU: a one-line error).
 // DFLASH_DIST_TEST_DEVICE=cuda runs the training tests on GPUs (NCCL, one per rank, bf16 compute, reference ops):
 // the weights then agree up to bf16 non-determinism, so the test bounds the fraction of weights that differ.
 #include <gtest/gtest.h>
@@ -164,6 +165,25 @@ TEST_F(DistTrain, TwoRanksOfBatchOneEqualOneRankOfBatchTwoAndResumeExactly) {
   EXPECT_NE(err.find("written by 2 rank(s), this run has 1"), std::string::npos) << err;
 }
 
+// The pipelined schedule in every rank (--pipeline on: on the CPU the target's forward on a thread of its own) trains
+// what the serial schedule trains, exactly: the features are the same, only computed ahead.
+TEST_F(DistTrain, TwoPipelinedRanksTrainWhatTwoSerialRanksTrain) {
+  std::string err;
+  int code = Exec(Args("serial", {"--nproc-per-node", "2", "--batch-size", "2", "--max-steps", "3"}), {}, &err);
+  if (code != 0 && err.find("no gloo backend") != std::string::npos) GTEST_SKIP() << "no gloo backend: " << err;
+  ASSERT_EQ(code, 0) << err;
+  code = Exec(Args("pipelined", {"--nproc-per-node", "2", "--batch-size", "2", "--max-steps", "3", "--pipeline",
+                                 "on"}), {}, &err);
+  ASSERT_EQ(code, 0) << err;
+  EXPECT_NE(err.find("pipeline: the target computes the next row's features"), std::string::npos) << err;
+  const Diff d = Compare(Masters(root_ / "serial", 3), Masters(root_ / "pipelined", 3));
+  EXPECT_EQ(d.max, 0.0) << "pipelined and serial ranks trained different weights";
+  const auto ms = Metrics(root_ / "serial"), mp = Metrics(root_ / "pipelined");
+  ASSERT_EQ(ms.size(), 3u);
+  ASSERT_EQ(mp.size(), 3u);
+  for (std::size_t s = 0; s < 3; ++s) EXPECT_EQ(ms[s]["loss"], mp[s]["loss"]) << "step " << s + 1;
+}
+
 // Gradient accumulation: each rank's last micro-step overlaps the all-reduce, the earlier ones only accumulate.
 // 2 ranks x batch 1 x 2 micro-steps train what 1 rank x batch 4 trains (up to the order of the gradient sums).
 TEST_F(DistTrain, TwoRanksWithAccumulationEqualOneRankOfTheWholeBatch) {
@@ -292,7 +312,13 @@ TEST_F(DistTrain, TargetOnAnotherGpuTrainsWhatOneGpuTrains) {
   ASSERT_EQ(Exec(Args("pair", {"--batch-size", "2", "--max-steps", "3", "--target-device-offset", "1"}), {}, &err),
             0) << err;
   EXPECT_NE(err.find("placement: drafter on cuda:0, target on cuda:1"), std::string::npos) << err;
+  EXPECT_NE(err.find("pipeline: the target computes the next row's features on cuda:1"), std::string::npos) << err;
   ExpectSameWeights(Masters(root_ / "one", 3), Masters(root_ / "pair", 3), "one GPU vs target on cuda:1");
+  // The pair's default schedule is the pipeline; in series it trains the same weights, bit for bit.
+  ASSERT_EQ(Exec(Args("serial", {"--batch-size", "2", "--max-steps", "3", "--target-device-offset", "1",
+                                 "--pipeline", "off"}), {}, &err), 0) << err;
+  EXPECT_EQ(Compare(Masters(root_ / "pair", 3), Masters(root_ / "serial", 3)).max, 0.0)
+      << "the pipelined pair and the serial pair trained different weights";
 }
 
 TEST_F(DistTrain, BadRankEnvironmentIsOneLineAndExitTwo) {

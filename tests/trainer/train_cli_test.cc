@@ -1,5 +1,6 @@
 // dflash-train as a real process: --help; bad input is one line on stderr and exit 2; SIGINT in the middle of a run
-// saves a checkpoint and exits 130, and --resume then finishes the run from it.
+// saves a checkpoint and exits 130, and --resume then finishes the run from it (pipelined: the stop lands with the
+// next row read ahead).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -59,6 +60,9 @@ TEST_F(TrainCli, HelpAndBadInput) {
   EXPECT_EQ(std::count(missing.err.begin(), missing.err.end(), '\n'), 1) << "one line: " << missing.err;
   EXPECT_EQ(Exec({"--preset", "huge"}).code, 2);
   EXPECT_EQ(Exec({"--rows", "sideways", "--preset", "tiny"}).code, 2);
+  auto pipeline = Exec({"--pipeline", "sometimes", "--preset", "tiny"});
+  EXPECT_EQ(pipeline.code, 2);
+  EXPECT_NE(pipeline.err.find("--pipeline sometimes: use auto, on or off"), std::string::npos) << pipeline.err;
   EXPECT_EQ(Exec({"eval", "--target", "t"}).code, 2) << "eval needs --drafter and --prompts";
 }
 
@@ -67,7 +71,8 @@ TEST_F(TrainCli, SigintSavesACheckpointAndResumeFinishesTheRun) {
   const std::vector<std::string> args = {
       "--target", (root_ / "target").string(), "--drafter-config", (root_ / "drafter.json").string(),
       "--data", (root_ / "data.jsonl").string(), "--output", (root_ / "run").string(), "--max-length", "48",
-      "--anchors", "6", "--max-steps", "400", "--device", "cpu", "--threads", "1", "--log-every", "0"};
+      "--anchors", "6", "--max-steps", "400", "--device", "cpu", "--threads", "1", "--log-every", "0",
+      "--pipeline", "on"};  // the stop lands while the next row's features are being computed ahead
   const pid_t pid = Spawn(args, root_ / "err.txt");
   // Wait until a few steps are logged, then interrupt.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);

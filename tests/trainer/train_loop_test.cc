@@ -33,20 +33,7 @@ class TrainLoop : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(root_); }
 
-  TrainOptions Options(const std::string& run) const {
-    TrainOptions o;
-    o.target_dir = root_ / "target";
-    o.drafter_config = root_ / "drafter.json";
-    o.data = root_ / "data.jsonl";
-    o.output_dir = root_ / run;
-    o.max_length = 48;
-    o.num_anchors = 6;
-    o.batch_size = 2;
-    o.device = "cpu";
-    o.lr = 3e-3;
-    o.log_every = 0;
-    return o;
-  }
+  TrainOptions Options(const std::string& run) const { return testing::SmallRunOptions(root_, run); }
 
   std::unique_ptr<Trainer> Make(const TrainOptions& o) {
     auto t = Trainer::Create(o, log_);

@@ -11,6 +11,7 @@
 
 #include "setup/model_config.h"
 #include "trainer/models/target_model.h"
+#include "trainer/train/train_options.h"
 
 namespace dflash::trainer::testing {
 
@@ -56,6 +57,22 @@ inline void WriteSmallTrainingSetup(const std::filesystem::path& root) {
     }
     data << nlohmann::json{{"input_ids", ids}, {"loss_mask", mask}}.dump() << "\n";
   }
+}
+
+// The options of a short CPU run of that setup into root/run (tests set what they vary).
+inline TrainOptions SmallRunOptions(const std::filesystem::path& root, const std::string& run) {
+  TrainOptions o;
+  o.target_dir = root / "target";
+  o.drafter_config = root / "drafter.json";
+  o.data = root / "data.jsonl";
+  o.output_dir = root / run;
+  o.max_length = 48;
+  o.num_anchors = 6;
+  o.batch_size = 2;
+  o.device = "cpu";
+  o.lr = 3e-3;
+  o.log_every = 0;
+  return o;
 }
 
 }  // namespace dflash::trainer::testing

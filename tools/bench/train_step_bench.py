@@ -14,13 +14,19 @@ Two runs of the real `dflash-train` binary:
   3. with --nproc-per-node N (N > 1): a warm run of N data-parallel ranks (`dflash-train --nproc-per-node N`, one
      GPU each, the same per-rank row: batch 1 per rank), and the scaling efficiency on tokens/s:
      tokens/s(N ranks) / (N x tokens/s(1 rank)) (= t1 / tN on the median step times);
-  4. with --target-device-offset K (K > 0): a warm single-rank run with the target on cuda:K and the drafter on
-     cuda:0 (features moved GPU to GPU, the target's cached kernels on its own GPU).
+  4. with --target-device-offset K (K > 0): two warm single-rank runs with the target on cuda:K and the drafter on
+     cuda:0 (features moved GPU to GPU, the target's cached kernels on its own GPU): pipelined (the pair's default:
+     the target computes the next row's features while the drafter trains) and in series (--pipeline off). The
+     serial run's phases give each side's time (target: its target_forward; drafter: the rest of its step), and the
+     pipelined step is reported against the larger side;
+  5. with --one-gpu-pipeline: a warm run with --pipeline on, target and drafter on one GPU (two streams), beside the
+     serial warm run of 2.
 The data are random token rows (every position labelled): speed and memory do not depend on the token values.
 
 Usage (GPU machine, repository root; see tools/bench/README.md):
   python3 tools/bench/train_step_bench.py --build-dir build-gpu --cache-dir /tmp/dflash-bench-cache
   ... --nproc-per-node 2 --target-device-offset 1      (a 2-GPU machine: scaling and pairs too)
+  ... --one-gpu-pipeline                                (one GPU: the pipelined schedule on two streams too)
 Dry run (no GPU: writes the data and prints the commands): add --dry-run.
 """
 import argparse
@@ -132,6 +138,8 @@ def main():
                     help="N > 1: also a warm run of N data-parallel ranks (batch 1 each) and the scaling efficiency")
     ap.add_argument("--target-device-offset", type=int, default=0,
                     help="K > 0: also a warm single-rank run with the target on cuda:K")
+    ap.add_argument("--one-gpu-pipeline", action="store_true",
+                    help="also a warm run with --pipeline on (target and drafter on one GPU, two streams)")
     ap.add_argument("--dry-run", action="store_true")
     a = ap.parse_args()
     if a.steps < 2 + a.profile_steps:
@@ -201,6 +209,9 @@ def main():
         extra.append(("ranks", ["--nproc-per-node", str(a.nproc_per_node), "--batch-size", "1"]))
     if a.target_device_offset > 0:
         extra.append(("pairs", ["--target-device-offset", str(a.target_device_offset)]))
+        extra.append(("pairs_serial", ["--target-device-offset", str(a.target_device_offset), "--pipeline", "off"]))
+    if a.one_gpu_pipeline:
+        extra.append(("one_gpu_pipelined", ["--pipeline", "on"]))
     for name, options in extra:
         out_dir = os.path.join(a.work_dir, name)
         subprocess.run(["rm", "-rf", out_dir])
@@ -216,10 +227,17 @@ def main():
         result[name] = {"options": options, "wall_s": round(wall, 1), "median_step_s": s_step_s,
                         "step_times_s": [round(s["step_time_s"], 4) for s in s_steps], "tokens_per_s": s_tps,
                         "peak_memory_gib": max(s["peak_memory_bytes"] for s in s_steps) / 2 ** 30,
+                        "phases_ms": phase_medians(s_steps, skip=1), "target_ms": target_median(s_steps, skip=1),
+                        "losses": [s["loss"] for s in s_steps],
                         "warm": startup_lines(text)}
         if name == "ranks":
             # Same per-rank row on every rank: N ranks process N x the tokens of one rank per step.
             result[name]["scaling_efficiency"] = s_tps / (a.nproc_per_node * tokens_per_s)
+    p, ps = result.get("pairs"), result.get("pairs_serial")
+    if ps and "error" not in ps:
+        ps["sides_ms"] = pipeline_sides(ps)
+        if p and "error" not in p:
+            p["step_over_larger_side"] = p["median_step_s"] * 1e3 / max(ps["sides_ms"].values())
     with open(os.path.join(a.out, "train_step_bench.json"), "w") as f:
         json.dump(result, f, indent=2)
     print("\n| measure | value |\n|---|---|")
@@ -241,16 +259,41 @@ def main():
               f"{r['scaling_efficiency']:.3f} |")
     elif r:
         print(f"| {a.nproc_per_node} ranks | {r['error']} |")
-    p = result.get("pairs")
     if p and "error" not in p:
-        print(f"| target on cuda:{a.target_device_offset}, drafter on cuda:0: median step | "
-              f"{p['median_step_s'] * 1e3:.0f} ms (peak {p['peak_memory_gib']:.1f} GiB on the drafter's GPU) |")
+        print(f"| target on cuda:{a.target_device_offset}, drafter on cuda:0, pipelined: median step | "
+              f"{p['median_step_s'] * 1e3:.0f} ms (peak {p['peak_memory_gib']:.1f} GiB on the drafter's GPU; "
+              f"the target's own time {p['target_ms']:.0f} ms a step) |")
     elif p:
         print(f"| target on cuda:{a.target_device_offset} | {p['error']} |")
+    if ps and "error" not in ps:
+        sides = ps["sides_ms"]
+        print(f"| the same pair in series (--pipeline off): median step | {ps['median_step_s'] * 1e3:.0f} ms "
+              f"(target side {sides['target']:.0f} ms, drafter side {sides['drafter']:.0f} ms) |")
+        if p and "error" not in p:
+            print(f"| pipelined pair step / larger side (goal <= 1.1) | {p['step_over_larger_side']:.3f} |")
+            print(f"| pipelined / serial pair step | {p['median_step_s'] / ps['median_step_s']:.3f} |")
+    elif ps:
+        print(f"| target on cuda:{a.target_device_offset}, in series | {ps['error']} |")
+    o = result.get("one_gpu_pipelined")
+    if o and "error" not in o:
+        print(f"| one GPU, --pipeline on (two streams): median step | {o['median_step_s'] * 1e3:.0f} ms "
+              f"({o['median_step_s'] / step_s:.3f} x the serial step; the target's own time {o['target_ms']:.0f} "
+              f"ms a step; peak {o['peak_memory_gib']:.1f} GiB) |")
+        diffs = [abs(x - y) for x, y in zip(o["losses"], (s["loss"] for s in steps))]
+        print(f"| one GPU, --pipeline on: losses against the serial run's, step 1 / max over steps | "
+              f"{diffs[0]:.3g} / {max(diffs):.3g} (same data and anchors; the attention backward's fp32 atomics "
+              f"make later steps differ in the last bits) |")
+    elif o:
+        print(f"| one GPU, --pipeline on | {o['error']} |")
     if phases:
         print("\n| phase (median ms, CUDA events) | " + " | ".join(phases) + " |")
         print("|---|" + "---|" * len(phases))
         print("| dflash-train | " + " | ".join(f"{v:.1f}" for v in phases.values()) + " |")
+        for name, _ in extra:
+            r = result.get(name, {})
+            if r.get("phases_ms"):
+                print(f"| dflash-train, {name} | " + " | ".join(f"{r['phases_ms'].get(k, float('nan')):.1f}"
+                                                           for k in phases) + " |")
     for f in traces:
         print(f"profile trace: {a.out}/{f}.gz (ui.perfetto.dev or chrome://tracing)")
 
@@ -266,6 +309,19 @@ def phase_medians(steps, skip):
     if not later:
         return {}
     return {name: statistics.median(p[name] for p in later) for name in later[0]}
+
+
+def target_median(steps, skip):
+    """Median of the target's own forward time a step (metrics.jsonl "target_ms": with --pipeline it runs beside
+    the drafter's work, and phases_ms.target_forward is only what the drafter waited)."""
+    later = [s["target_ms"] for s in steps[skip:] if "target_ms" in s]
+    return statistics.median(later) if later else float("nan")
+
+
+def pipeline_sides(serial_run):
+    """Each side's time a step in a serial run's medians: the target's forward, and the rest (the drafter's)."""
+    target = serial_run["phases_ms"]["target_forward"]
+    return {"target": target, "drafter": serial_run["median_step_s"] * 1e3 - target}
 
 
 def steady(steps, skip=1):

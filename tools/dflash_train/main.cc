@@ -53,7 +53,8 @@ std::ostream& Log() {
 
 void OnSignal(int) { RequestTrainingStop(); }
 
-void AddTrainOptions(CLI::App& app, TrainOptions& o, std::string& row_mode, std::string& kernels) {
+void AddTrainOptions(CLI::App& app, TrainOptions& o, std::string& row_mode, std::string& kernels,
+                     std::string& pipeline) {
   app.add_option("--target", o.target_dir, "Target model: Hugging Face folder (config.json + safetensors)");
   app.add_option("--random-target", o.random_target,
                  "Instead of --target: a randomly initialised target shaped by this config.json, drawn on the "
@@ -86,6 +87,11 @@ void AddTrainOptions(CLI::App& app, TrainOptions& o, std::string& row_mode, std:
                  "Target and drafter in pairs: the target on the GPU this many after the drafter's (features move "
                  "GPU to GPU; with N ranks per host use 0 or >= N)")
       ->capture_default_str();
+  app.add_option("--pipeline", pipeline,
+                 "auto, on or off: the target's forward of the next row runs while the drafter trains on this one "
+                 "(auto: on when the target has its own GPU; on: also on one device, as two streams or threads; "
+                 "off: in series). Same results either way")
+      ->capture_default_str();
   app.add_option("--save-every", o.save_every, "Checkpoint every N steps (0: at the end only)")->capture_default_str();
   app.add_option("--keep", o.keep_checkpoints, "Checkpoints kept")->capture_default_str();
   app.add_option("--log-every", o.log_every, "Progress line every N steps")->capture_default_str();
@@ -102,7 +108,8 @@ void AddTrainOptions(CLI::App& app, TrainOptions& o, std::string& row_mode, std:
       ->capture_default_str();
 }
 
-Status ApplyChoices(TrainOptions& o, const std::string& row_mode, const std::string& kernels) {
+Status ApplyChoices(TrainOptions& o, const std::string& row_mode, const std::string& kernels,
+                    const std::string& pipeline) {
   if (row_mode == "pad") o.row_mode = dflash::trainer::data::RowMode::kPad;
   else if (row_mode == "pack") o.row_mode = dflash::trainer::data::RowMode::kPack;
   else return dflash::InvalidArgument("--rows " + row_mode + ": use pad or pack");
@@ -110,6 +117,10 @@ Status ApplyChoices(TrainOptions& o, const std::string& row_mode, const std::str
   else if (kernels == "cached") o.kernels = KernelBackend::kCached;
   else if (kernels == "reference") o.kernels = KernelBackend::kReference;
   else return dflash::InvalidArgument("--kernels " + kernels + ": use auto, cached or reference");
+  if (pipeline == "auto") o.pipeline = PipelineMode::kAuto;
+  else if (pipeline == "on") o.pipeline = PipelineMode::kOn;
+  else if (pipeline == "off") o.pipeline = PipelineMode::kOff;
+  else return dflash::InvalidArgument("--pipeline " + pipeline + ": use auto, on or off");
   return Status::Ok();
 }
 
@@ -213,8 +224,8 @@ int main(int argc, char** argv) {
   CLI::App app{"dflash-train: trains a DFlash block-diffusion drafter for a frozen target model"};
   app.require_subcommand(0, 1);
   TrainOptions options;
-  std::string row_mode = "pad", kernels = "auto", preset;
-  AddTrainOptions(app, options, row_mode, kernels);
+  std::string row_mode = "pad", kernels = "auto", pipeline = "auto", preset;
+  AddTrainOptions(app, options, row_mode, kernels, pipeline);
   app.add_option("--preset", preset, "tiny: a tiny random Qwen3.5-architecture target and synthetic data, "
                                      "trained and evaluated end to end (fills every unset option)");
   TinyPresetSize tiny;
@@ -268,7 +279,7 @@ int main(int argc, char** argv) {
       auto r = RunEval(eval, std::cout);
       return r.ok() ? 0 : Fail(r.status());
     }
-    if (Status s = ApplyChoices(options, row_mode, kernels); !s.ok()) return Fail(s);
+    if (Status s = ApplyChoices(options, row_mode, kernels, pipeline); !s.ok()) return Fail(s);
     if (threads == 0 && !preset.empty()) threads = 1;
     if (threads > 0) torch::set_num_threads(threads);
     if (!preset.empty()) {

@@ -28,7 +28,8 @@ nlohmann::json StepMetrics::ToJson() const {
           {"tokens", tokens},
           {"tokens_per_s", tokens_per_s},
           {"peak_memory_bytes", peak_memory_bytes},
-          {"phases_ms", phases.ToJson()}};
+          {"phases_ms", phases.ToJson()},
+          {"target_ms", target_ms}};
 }
 
 std::vector<double> PositionAcceptance(const std::vector<int>& accept_lengths, int block_size) {

@@ -31,6 +31,9 @@ struct StepMetrics {
   double eta_s = 0.0;
   std::int64_t peak_memory_bytes = 0;  // GPU allocator peak (GPU runs) or the process's peak RSS (CPU)
   StepPhaseTimes phases;               // where the step's time went (step_timer.h)
+  // The target's own forward time for the step's rows. In series it is phases' target_forward; with the pipeline
+  // (feature_pipeline.h) it runs beside the drafter's work, and target_forward is only what the drafter waited.
+  double target_ms = 0.0;
 
   nlohmann::json ToJson() const;
 };

@@ -20,6 +20,14 @@ enum class KernelBackend {
   kCached,     // the tuned winners from the kernel cache (GPU only)
 };
 
+// Whether the target's forward of the next row runs ahead, beside the drafter's training (train/feature_pipeline.h).
+// It changes when work runs, never what is computed, so checkpoints do not record it.
+enum class PipelineMode {
+  kAuto,  // on when the target has a GPU of its own (--target-device-offset), else off
+  kOn,    // also with target and drafter on one device: two streams of one GPU, or two threads on the CPU
+  kOff,   // in series: the target's forward, then the drafter's step, row after row
+};
+
 struct TrainOptions {
   // Models and data.
   std::filesystem::path target_dir;       // HF folder: config.json + safetensors, or
@@ -51,6 +59,7 @@ struct TrainOptions {
   std::filesystem::path cache_dir;        // kernel cache (default: $DFLASH_CACHE_DIR or ~/.cache/dflash-tune)
   bool tune_missing = false;
   std::int64_t target_device_offset = 0;  // > 0: the target on cuda:(drafter's GPU + this) (dist/placement.h)
+  PipelineMode pipeline = PipelineMode::kAuto;
   // Checkpoints and logging.
   std::int64_t save_every = 0;            // optimizer steps; 0: only at the end
   std::int64_t keep_checkpoints = 3;

@@ -17,6 +17,20 @@ torch::Tensor ToTensor(std::span<const std::int32_t> v, torch::Dtype dtype, torc
 
 }  // namespace
 
+TargetInput TargetInputOf(const data::Row& row, bool fixed_shapes) {
+  const auto T = static_cast<std::int64_t>(row.num_tokens);
+  TargetInput in;
+  in.whole_row = fixed_shapes && row.num_documents() <= 1;
+  in.context_len = in.whole_row ? static_cast<std::int64_t>(row.input_ids.size()) : T;
+  in.cu_seqlens = in.whole_row ? torch::tensor({0, static_cast<std::int32_t>(in.context_len)}, torch::kInt32)
+                               : torch::from_blob(const_cast<std::int32_t*>(row.cu_seqlens.data()),
+                                                  {static_cast<std::int64_t>(row.cu_seqlens.size())}, torch::kInt32)
+                                     .clone();
+  in.input_ids = torch::from_blob(const_cast<std::int32_t*>(row.input_ids.data()), {in.context_len}, torch::kInt32)
+                     .to(torch::kLong);
+  return in;
+}
+
 Result<RowResult> TrainRow(const data::Row& row, const TargetModel& target, const Drafter& drafter, Ops& ops,
                            const RowStepOptions& options) {
   const auto T = static_cast<std::int64_t>(row.num_tokens);
@@ -39,24 +53,21 @@ Result<RowResult> TrainRow(const data::Row& row, const TargetModel& target, cons
   result.context_tokens = T;
   result.weight_sum = targets.weight_sum;
 
-  // The context the target runs over: the real tokens, or the whole row (fixed_shapes, one document).
-  const bool whole_row = options.fixed_shapes && row.num_documents() <= 1;
-  const auto context_len = whole_row ? static_cast<std::int64_t>(row.input_ids.size()) : T;
-  const torch::Tensor cu_seqlens =
-      whole_row ? torch::tensor({0, static_cast<std::int32_t>(context_len)}, torch::kInt32)
-                : torch::from_blob(const_cast<std::int32_t*>(row.cu_seqlens.data()),
-                                   {static_cast<std::int64_t>(row.cu_seqlens.size())}, torch::kInt32).clone();
-  const torch::Tensor input_ids =
-      ToTensor(std::span<const std::int32_t>(row.input_ids.data(), context_len), torch::kLong, target_device);
+  const TargetInput target_input = TargetInputOf(row, options.fixed_shapes);
+  const std::int64_t context_len = target_input.context_len;
+  const bool whole_row = target_input.whole_row;
   auto mark = [&](std::optional<StepPhase> phase) -> Status {
     if (!options.timer) return Status::Ok();
     return phase ? options.timer->End(*phase) : options.timer->Lap();
   };
   DFLASH_RETURN_IF_ERROR(mark(std::nullopt));  // the row's data and anchors: host work of no phase
   torch::Tensor features;
-  {
+  if (options.features) {
+    DFLASH_ASSIGN_OR_RETURN(features, options.features());
+  } else {
     torch::NoGradGuard no_grad;
-    features = target.Features(input_ids, cu_seqlens, ops).to(device);  // GPU to GPU when in pairs
+    features = target.Features(target_input.input_ids.to(target_device), target_input.cu_seqlens, ops)
+                   .to(device);  // GPU to GPU when in pairs
   }
   DFLASH_RETURN_IF_ERROR(mark(StepPhase::kTargetForward));
   const torch::Tensor& embed = options.embed_tokens.defined() ? options.embed_tokens : target.embed_tokens();

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -39,7 +40,21 @@ struct RowStepOptions {
   torch::Tensor embed_tokens, lm_head;
   // The step's phase marks (step_timer.h); null: not timed.
   StepTimer* timer = nullptr;
+  // Where the row's features come from. Unset: the target's forward runs here, in line. Set: they were computed
+  // ahead (feature_pipeline.h: FeaturePipeline::Take, which waits for them) and are returned on the drafter's
+  // device; the time spent waiting counts as the target_forward phase. Its error ends the row.
+  std::function<Result<torch::Tensor>()> features;
 };
+
+// What the target runs over for a row: its tokens (the real ones, or the whole row under fixed_shapes with one
+// document) and their document bounds, on the host.
+struct TargetInput {
+  torch::Tensor input_ids;   // int64 [context_len], CPU
+  torch::Tensor cu_seqlens;  // int32 [documents + 1], CPU
+  std::int64_t context_len = 0;
+  bool whole_row = false;    // the whole row (padding included) under fixed_shapes, not only the real tokens
+};
+TargetInput TargetInputOf(const data::Row& row, bool fixed_shapes);
 
 struct RowResult {
   double weighted_ce = 0.0;           // sum of w * CE over the row's block slots

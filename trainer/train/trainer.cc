@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "trainer/data/anchors.h"
 #include "trainer/data/jsonl_dataset.h"
@@ -125,6 +126,13 @@ Status Trainer::SetUpDevices(const dist::RankEnv& env) {
     log_ << "placement: drafter on " << device_.str() << ", target on " << target_device_.str()
          << " (--target-device-offset " << o.target_device_offset << ": features move GPU to GPU)\n";
   }
+  pipelined_ = o.pipeline == PipelineMode::kOn || (o.pipeline == PipelineMode::kAuto && target_device_ != device_);
+  if (pipelined_) {
+    log_ << "pipeline: the target computes the next row's features on " << target_device_.str()
+         << (target_device_ == device_ ? (device_.is_cuda() ? " (a stream of its own)" : " (a thread of its own)")
+                                       : std::string())
+         << " while the drafter trains on this one (--pipeline off: in series)\n";
+  }
   return Status::Ok();
 }
 
@@ -179,14 +187,15 @@ Status Trainer::SetUpOps() {
   const setup::TargetConfig& target_config = target_->config();
   const setup::DrafterConfig& drafter_config = drafter_->config();
   const bool pairs = target_device_ != device_;  // target and drafter on two GPUs: one backend per side
-  const setup::OpSide side = pairs ? setup::OpSide::kDrafter : setup::OpSide::kBoth;
+  const bool split = pairs || pipelined_;       // so too when the pipeline's worker runs the target
+  const setup::OpSide side = split ? setup::OpSide::kDrafter : setup::OpSide::kBoth;
   DFLASH_ASSIGN_OR_RETURN(OpsBackend backend,
                           MakeOps(o, RunDevice{device_, compute_dtype_}, target_config, drafter_config, side, log_));
   fixed_shapes_ = backend.cache != nullptr;
   kernel_uses_ = std::move(backend.uses);
   kernel_cache_ = std::move(backend.cache);
   ops_ = std::move(backend.ops);
-  if (pairs) {
+  if (split) {
     log_ << "target ops on " << target_device_.str() << ":\n";
     DFLASH_ASSIGN_OR_RETURN(OpsBackend target_backend, MakeOps(o, RunDevice{target_device_, compute_dtype_},
                                                                target_config, drafter_config,
@@ -194,6 +203,8 @@ Status Trainer::SetUpOps() {
     kernel_uses_.insert(kernel_uses_.end(), target_backend.uses.begin(), target_backend.uses.end());
     target_kernel_cache_ = std::move(target_backend.cache);
     target_ops_ = std::move(target_backend.ops);
+  }
+  if (pairs) {
     routed_ops_ = std::make_unique<DeviceRoutedOps>(*ops_, device_, *target_ops_, target_device_);
     torch::NoGradGuard no_grad;
     head_embed_ = target_->embed_tokens().to(device_);
@@ -262,6 +273,44 @@ Status Trainer::ResumeOrStart(const dist::RankEnv& env) {
   return Status::Ok();
 }
 
+Result<Trainer::PlannedStep> Trainer::ReadStep() {
+  PlannedStep s;
+  s.start = batcher_->State();
+  s.rows_done_start = rows_done_;
+  s.epoch = epoch_;
+  // This rank's last row of the step: its backward overlaps the gradient all-reduce (earlier rows accumulate).
+  const std::int64_t last_owned = shard_.global_rows() - shard_.world_size + shard_.rank;
+  for (std::int64_t i = 0; i < shard_.global_rows(); ++i) {
+    // Every rank reads the whole stream (same Batcher state everywhere) and trains on its shard of it; a row's
+    // anchors are seeded by its index in the global stream, so any world size draws the same ones.
+    DFLASH_ASSIGN_OR_RETURN(data::Row row, batcher_->Next());
+    s.epoch = row.epoch;
+    const std::uint64_t anchor_seed = data::StepAnchorSeed(options_.seed, static_cast<std::uint64_t>(rows_done_));
+    ++rows_done_;
+    if (!shard_.Owns(i)) continue;
+    if (row.num_tokens < 2) continue;  // nothing to predict; the row still counts (resume stays exact)
+    s.rows.push_back({std::move(row), anchor_seed, i == last_owned});
+  }
+  return s;
+}
+
+Status Trainer::SubmitAhead(std::size_t k) {
+  auto submit = [&](PlannedStep& s, std::size_t through) {
+    for (; s.submitted <= through && s.submitted < s.rows.size(); ++s.submitted) {
+      pipeline_->Submit(TargetInputOf(s.rows[s.submitted].row, fixed_shapes_));
+    }
+  };
+  PlannedStep& now = planned_.front();
+  submit(now, k + 1);
+  if (k + 1 < now.rows.size() || step_ + 1 >= schedule_.total_steps) return Status::Ok();
+  if (planned_.size() < 2) {
+    DFLASH_ASSIGN_OR_RETURN(PlannedStep next, ReadStep());
+    planned_.push_back(std::move(next));
+  }
+  submit(planned_[1], 0);
+  return Status::Ok();
+}
+
 Status Trainer::TakeStep() {
   const auto start = std::chrono::steady_clock::now();
   DFLASH_RETURN_IF_ERROR(timer_->Begin());
@@ -277,25 +326,23 @@ Status Trainer::TakeStep() {
     row_options.embed_tokens = head_embed_;
     row_options.lm_head = head_lm_;
   }
-  // This rank's last row of the step: its backward overlaps the gradient all-reduce (earlier rows accumulate).
-  const std::int64_t last_owned = shard_.global_rows() - shard_.world_size + shard_.rank;
   double weighted_ce = 0, weight_sum = 0;
   std::int64_t tokens = 0, labelled = 0, correct = 0;
   const int block_size = static_cast<int>(drafter_->config().block_size);
   std::vector<double> accept_histogram(static_cast<std::size_t>(block_size) + 1, 0.0);  // [accepted length]
-  for (std::int64_t i = 0; i < shard_.global_rows(); ++i) {
-    // Every rank reads the whole stream (same Batcher state everywhere) and trains on its shard of it; a row's
-    // anchors are seeded by its index in the global stream, so any world size draws the same ones.
-    DFLASH_ASSIGN_OR_RETURN(data::Row row, batcher_->Next());
-    epoch_ = row.epoch;
-    row_options.anchor_seed = data::StepAnchorSeed(options_.seed, static_cast<std::uint64_t>(rows_done_));
-    ++rows_done_;
-    if (!shard_.Owns(i)) continue;
-    if (row.num_tokens < 2) continue;  // nothing to predict; the row still counts (resume stays exact)
-    if (grad_sync_ && i == last_owned) grad_sync_->Arm();
+  if (planned_.empty()) {
+    DFLASH_ASSIGN_OR_RETURN(PlannedStep s, ReadStep());
+    planned_.push_back(std::move(s));
+  }
+  if (pipeline_) row_options.features = [this] { return pipeline_->Take(); };
+  for (std::size_t k = 0; k < planned_.front().rows.size(); ++k) {
+    if (pipeline_) DFLASH_RETURN_IF_ERROR(SubmitAhead(k));  // may read the next step: planned_ grows at the back
+    const PlannedRow& p = planned_.front().rows[k];
+    row_options.anchor_seed = p.anchor_seed;
+    if (grad_sync_ && p.last_owned) grad_sync_->Arm();
     Result<RowResult> row_result = InvalidArgument("unset");
     try {
-      row_result = TrainRow(row, *target_, *drafter_, RowOps(), row_options);
+      row_result = TrainRow(p.row, *target_, *drafter_, RowOps(), row_options);
     } catch (const c10::Error& e) {  // TORCH_CHECKs of the models and ops (a missing kernel key, a shape)
       return Internal(e.what_without_backtrace());
     }
@@ -307,6 +354,8 @@ Status Trainer::TakeStep() {
     correct += r.correct;
     for (int a : r.accept_lengths) accept_histogram[static_cast<std::size_t>(std::clamp(a, 0, block_size))] += 1;
   }
+  epoch_ = planned_.front().epoch;
+  planned_.pop_front();
   // The gradients summed over the ranks (the buckets the last backward did not start start now, in order).
   if (grad_sync_) {
     DFLASH_RETURN_IF_ERROR(grad_sync_->Finish());
@@ -334,7 +383,7 @@ Status Trainer::TakeStep() {
   optimizer_->ZeroGrad();
   DFLASH_RETURN_IF_ERROR(timer_->End(StepPhase::kOptimizer));
   ++step_;
-  if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
+  SynchronizeStream(device_);
 
   StepMetrics& m = last_;
   m.step = step_;
@@ -350,6 +399,7 @@ Status Trainer::TakeStep() {
   m.grad_norm = grad_norm;
   m.step_time_s = Seconds(start);
   DFLASH_ASSIGN_OR_RETURN(m.phases, timer_->Collect(1e3 * m.step_time_s));
+  m.target_ms = pipeline_ ? pipeline_->TakeTargetMs() : m.phases.ms[static_cast<int>(StepPhase::kTargetForward)];
   elapsed_s_ += m.step_time_s;
   m.tokens = tokens;
   m.tokens_per_s = m.step_time_s > 0 ? double(tokens) / m.step_time_s : 0.0;
@@ -395,11 +445,13 @@ Status Trainer::AgreeOnKernels() {
 
 Status Trainer::Save() {
   if (!comm_->env().is_main()) return Status::Ok();  // rank 0 writes the checkpoints
+  // The stream's position after the last step taken: before the step read ahead, if any.
+  const bool ahead = !planned_.empty();
   TrainState state;
   state.step = step_;
-  state.batcher = batcher_->State();
+  state.batcher = ahead ? planned_.front().start : batcher_->State();
   state.options = options_.ToJson();
-  state.progress = {{"rows_done", rows_done_}, {"elapsed_s", elapsed_s_}};
+  state.progress = {{"rows_done", ahead ? planned_.front().rows_done_start : rows_done_}, {"elapsed_s", elapsed_s_}};
   DFLASH_ASSIGN_OR_RETURN(fs::path dir, SaveTrainCheckpoint(options_.output_dir, *drafter_, *optimizer_, state,
                                                             static_cast<int>(options_.keep_checkpoints)));
   log_ << (isatty(2) ? "\n" : "") << "checkpoint: " << dir.string() << "\n";
@@ -415,7 +467,7 @@ Status Trainer::ProfileAround(std::int64_t steps_in_process) {
     return Status::Ok();
   }
   if (profiler_ && (steps_in_process == 1 + n || step_ >= schedule_.total_steps || stop_agreed_)) {
-    if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
+    SynchronizeStream(device_);
     const std::string name = "profile-steps-" + std::to_string(profile_first_step_) + "-" + std::to_string(step_) +
                              (comm_->world_size() > 1 ? "-rank" + std::to_string(comm_->rank()) : "") + ".json";
     const fs::path path = options_.output_dir / name;
@@ -431,6 +483,15 @@ Status Trainer::ProfileAround(std::int64_t steps_in_process) {
 Status Trainer::Run() {
   const bool terminal = isatty(2) != 0;
   std::int64_t steps_in_process = 0;
+  std::optional<TrainingStreamScope> training_stream;
+  if (pipelined_) {
+    training_stream.emplace(device_);
+    DFLASH_ASSIGN_OR_RETURN(pipeline_, FeaturePipeline::Start(*target_, *target_ops_, device_));
+  }
+  struct StopPipeline {  // joins the worker however Run ends (it may be computing a row read ahead)
+    std::unique_ptr<FeaturePipeline>& p;
+    ~StopPipeline() { p.reset(); }
+  } stop_pipeline{pipeline_};
   while (step_ < schedule_.total_steps) {
     const bool first_in_process = !stepped_in_process_;
     if (first_in_process) {

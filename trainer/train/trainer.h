@@ -11,9 +11,14 @@
 // bucketed and overlapped with the backward of each step's last row (dist/grad_sync.h).
 // Placement (dist/placement.h): the target on the drafter's GPU, or with --target-device-offset K on the GPU K
 // further (its cached kernels from a second CachedKernelOps on that device, its features moved GPU to GPU).
+// Pipeline (--pipeline, feature_pipeline.h; on by default in pairs): the target's forward of the next row runs on a
+// worker thread while the drafter trains on this one, with its own Ops backend. The rows are read from the stream
+// one step ahead when the next row belongs to the next step; a checkpoint records the stream's position at the step
+// boundary, so a resumed run continues bit for bit whatever was read ahead.
 // Who may call: tools/dflash_train and tests. Thread-safety: one thread.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <ostream>
 #include <vector>
@@ -29,6 +34,7 @@
 #include "trainer/models/target_model.h"
 #include "trainer/ops/ops.h"
 #include "trainer/train/adamw.h"
+#include "trainer/train/feature_pipeline.h"
 #include "trainer/train/lr_schedule.h"
 #include "trainer/train/metrics.h"
 #include "trainer/train/ops_setup.h"
@@ -73,6 +79,24 @@ class Trainer {
   Status SetUpOps();
   Status SetUpData();
   Status ResumeOrStart(const dist::RankEnv& env);
+  // The rows of one optimizer step as this rank trains them (rows of other ranks and rows with fewer than 2 tokens
+  // are read and counted, not kept) and where the stream stood before the step.
+  struct PlannedRow {
+    data::Row row;
+    std::uint64_t anchor_seed = 0;
+    bool last_owned = false;  // this rank's last row of the step (its backward overlaps the gradient all-reduce)
+  };
+  struct PlannedStep {
+    data::BatcherState start;        // the stream's position before the step: what a checkpoint after the
+    std::int64_t rows_done_start = 0;  // step before it records
+    std::vector<PlannedRow> rows;
+    std::int64_t epoch = 0;          // the epoch of the step's last row
+    std::size_t submitted = 0;       // rows handed to the pipeline
+  };
+  Result<PlannedStep> ReadStep();
+  // Pipeline: hands it the current step's rows up to k + 1, or the next step's first row (read ahead) when k is
+  // the last; nothing past the schedule's last step.
+  Status SubmitAhead(std::size_t k);
   Status TakeStep();
   Status Save();
   // --profile-steps: starts the trace after the process's first step, stops and saves it N steps later.
@@ -96,6 +120,8 @@ class Trainer {
   std::unique_ptr<cache::KernelCache> target_kernel_cache_;  // in pairs: the target's device's backend
   std::unique_ptr<Ops> target_ops_;
   std::unique_ptr<Ops> routed_ops_;
+  bool pipelined_ = false;                      // --pipeline (resolved against the placement)
+  std::unique_ptr<FeaturePipeline> pipeline_;   // while Run() runs; uses target_ and target_ops_
   std::vector<KernelUse> kernel_uses_;  // the cached kernels of both backends (rank agreement); empty: reference
   torch::Tensor head_embed_, head_lm_;                // in pairs: the target's embedding and lm_head on device_
   std::unique_ptr<AdamW> optimizer_;
@@ -110,7 +136,8 @@ class Trainer {
   bool stop_agreed_ = false;      // some rank was asked to stop during the last step: all ranks stop after it
   LrSchedule schedule_;
   std::int64_t step_ = 0;
-  std::int64_t rows_done_ = 0;    // rows consumed over the run (seeds the anchors of the next row)
+  std::int64_t rows_done_ = 0;    // rows read from the stream over the run (seeds the anchors of the next row)
+  std::deque<PlannedStep> planned_;  // the step being trained and, with the pipeline, the next one read ahead
   double elapsed_s_ = 0.0;        // training time over the run (resumed runs continue it)
   std::int64_t epoch_ = 0;
   bool stepped_in_process_ = false;  // a step was taken by this process (start-up time is reported once)
