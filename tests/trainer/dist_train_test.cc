@@ -5,7 +5,9 @@
 // pipelined schedule trains what the serial one trains, and the target on another GPU (--target-device-offset)
 // trains the same drafter, pipelined or in series (on the CPU: a one-line error).
 // DFLASH_DIST_TEST_DEVICE=cuda runs the training tests on GPUs (NCCL, one per rank, bf16 compute, reference ops):
-// the weights then agree up to bf16 non-determinism, so the test bounds the fraction of weights that differ.
+// the weights then agree up to bf16 non-determinism, so the test bounds the fraction of weights that differ. With 4
+// GPUs, two pipelined pairs (--target-device-offset 2) train what one pair of twice the batch trains, and a killed
+// pair's rank ends the other (tests/trainer/dist_gpu_check.sh runs them on the x4 kind).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -59,6 +61,9 @@ std::string TestDevice() {
   const char* d = std::getenv("DFLASH_DIST_TEST_DEVICE");
   return d != nullptr && *d != '\0' ? d : "cpu";
 }
+
+// GPUs this process sees (0 on the CPU runs of these tests).
+int VisibleGpus() { return TestDevice() == "cpu" ? 0 : static_cast<int>(torch::cuda::device_count()); }
 
 struct Diff {
   double max = 0;          // largest |a - b|
@@ -123,7 +128,7 @@ class DistTrain : public ::testing::Test {
     if (code != 0 && !err) ADD_FAILURE() << "exit " << code << ":\n" << text;
     return code;
   }
-  void LoseRankOne(int sig);
+  void LoseRankOne(int sig, const std::vector<std::string>& extra = {});
   fs::path root_;
 };
 
@@ -207,17 +212,19 @@ TEST_F(DistTrain, TwoRanksWithAccumulationEqualOneRankOfTheWholeBatch) {
 
 // Two ranks started by hand (torchrun's environment); after a few steps rank 1 gets `sig` (SIGKILL: it dies;
 // SIGSTOP: it hangs). Rank 0 must end with an error within the timeout, and the newest checkpoint must load.
-void DistTrain::LoseRankOne(int sig) {
+void DistTrain::LoseRankOne(int sig, const std::vector<std::string>& extra) {
   constexpr int kTimeoutS = 10;
   auto port = dist::ReserveLocalPort();  // held until the test ends: rank 0 binds it only after start-up
   ASSERT_TRUE(port.ok());
-  auto args = Args("run", {"--batch-size", "1", "--max-steps", "500"});
+  std::vector<std::string> options = {"--batch-size", "1", "--max-steps", "500"};
+  options.insert(options.end(), extra.begin(), extra.end());
+  auto args = Args("run", options);
   args[std::find(args.begin(), args.end(), "--dist-timeout") - args.begin() + 1] = std::to_string(kTimeoutS);
   std::vector<pid_t> pids;
   for (int r = 0; r < 2; ++r) {
     pids.push_back(Spawn(args,
                          {"RANK=" + std::to_string(r), "WORLD_SIZE=2", "LOCAL_RANK=" + std::to_string(r),
-                          "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port->port())},
+                          "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port->port())},
                          root_ / ("err" + std::to_string(r) + ".txt")));
   }
   // Let them train a few steps (rank 0 logs them), then kill rank 1 without warning.
@@ -262,6 +269,26 @@ void DistTrain::LoseRankOne(int sig) {
 TEST_F(DistTrain, AKilledRankEndsTheOtherWithinTheTimeoutAndTheLastCheckpointIsIntact) { LoseRankOne(SIGKILL); }
 
 TEST_F(DistTrain, AHungRankEndsTheOtherWithinTheTimeoutAndTheLastCheckpointIsIntact) { LoseRankOne(SIGSTOP); }
+
+// Two pipelined pairs on 4 GPUs (drafters on cuda:0-1, targets on cuda:2-3): a rank killed mid-step ends the other
+// within the timeout while its target's worker may be computing a row ahead, and the last checkpoint loads.
+TEST_F(DistTrain, AKilledPairEndsTheOtherWithinTheTimeoutAndTheLastCheckpointIsIntact) {
+  if (VisibleGpus() < 4) GTEST_SKIP() << "needs 4 GPUs (DFLASH_DIST_TEST_DEVICE=cuda), sees " << VisibleGpus();
+  LoseRankOne(SIGKILL, {"--target-device-offset", "2"});
+}
+
+// Two pairs (--nproc-per-node 2 --target-device-offset 2, pipelined) train what one pair with batch 2 trains.
+TEST_F(DistTrain, TwoPairsOfBatchOneTrainWhatOnePairOfBatchTwoTrains) {
+  if (VisibleGpus() < 4) GTEST_SKIP() << "needs 4 GPUs (DFLASH_DIST_TEST_DEVICE=cuda), sees " << VisibleGpus();
+  std::string err;
+  ASSERT_EQ(Exec(Args("one", {"--batch-size", "2", "--max-steps", "3", "--target-device-offset", "2"}), {}, &err),
+            0) << err;
+  ASSERT_EQ(Exec(Args("two", {"--nproc-per-node", "2", "--batch-size", "1", "--max-steps", "3",
+                              "--target-device-offset", "2"}), {}, &err), 0) << err;
+  EXPECT_NE(err.find("placement: drafter on cuda:0, target on cuda:2"), std::string::npos) << err;
+  EXPECT_NE(err.find("data parallel: all 2 ranks run the same kernels"), std::string::npos) << err;
+  ExpectSameWeights(Masters(root_ / "one", 3), Masters(root_ / "two", 3), "1 pair x batch 2 vs 2 pairs x batch 1");
+}
 
 TEST_F(DistTrain, SigintToTheLauncherStopsEveryRankAfterOneStepWithACheckpoint) {
   auto args = Args("run", {"--nproc-per-node", "2", "--batch-size", "1", "--max-steps", "40"});

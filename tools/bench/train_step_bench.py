@@ -19,6 +19,8 @@ Two runs of the real `dflash-train` binary:
      the target computes the next row's features while the drafter trains) and in series (--pipeline off). The
      serial run's phases give each side's time (target: its target_forward; drafter: the rest of its step), and the
      pipelined step is reported against the larger side;
+     With --nproc-per-node N too and K >= N (e.g. 4 GPUs: N 2, K 2): a warm run of N pairs (batch 1 each) and
+     their scaling efficiency against the one pipelined pair;
   5. with --one-gpu-pipeline: a warm run with --pipeline on, target and drafter on one GPU (two streams), beside the
      serial warm run of 2.
 The data are random token rows (every position labelled): speed and memory do not depend on the token values.
@@ -210,6 +212,9 @@ def main():
     if a.target_device_offset > 0:
         extra.append(("pairs", ["--target-device-offset", str(a.target_device_offset)]))
         extra.append(("pairs_serial", ["--target-device-offset", str(a.target_device_offset), "--pipeline", "off"]))
+    if a.nproc_per_node > 1 and a.target_device_offset >= a.nproc_per_node:
+        extra.append(("pair_ranks", ["--nproc-per-node", str(a.nproc_per_node), "--batch-size", "1",
+                                     "--target-device-offset", str(a.target_device_offset)]))
     if a.one_gpu_pipeline:
         extra.append(("one_gpu_pipelined", ["--pipeline", "on"]))
     for name, options in extra:
@@ -233,7 +238,9 @@ def main():
         if name == "ranks":
             # Same per-rank row on every rank: N ranks process N x the tokens of one rank per step.
             result[name]["scaling_efficiency"] = s_tps / (a.nproc_per_node * tokens_per_s)
-    p, ps = result.get("pairs"), result.get("pairs_serial")
+    p, ps, pr = result.get("pairs"), result.get("pairs_serial"), result.get("pair_ranks")
+    if pr and "error" not in pr and p and "error" not in p:
+        pr["scaling_efficiency"] = pr["tokens_per_s"] / (a.nproc_per_node * p["tokens_per_s"])
     if ps and "error" not in ps:
         ps["sides_ms"] = pipeline_sides(ps)
         if p and "error" not in p:
@@ -274,6 +281,14 @@ def main():
             print(f"| pipelined / serial pair step | {p['median_step_s'] / ps['median_step_s']:.3f} |")
     elif ps:
         print(f"| target on cuda:{a.target_device_offset}, in series | {ps['error']} |")
+    if pr and "error" not in pr:
+        print(f"| {a.nproc_per_node} pairs (batch 1 each), pipelined: median step | "
+              f"{pr['median_step_s'] * 1e3:.0f} ms, {pr['tokens_per_s']:.0f} tokens/s |")
+        if "scaling_efficiency" in pr:
+            print(f"| {a.nproc_per_node}-pair scaling efficiency: tok/s(N pairs) / (N x tok/s(1 pair)) "
+                  f"(goal >= 0.95) | {pr['scaling_efficiency']:.3f} |")
+    elif pr:
+        print(f"| {a.nproc_per_node} pairs | {pr['error']} |")
     o = result.get("one_gpu_pipelined")
     if o and "error" not in o:
         print(f"| one GPU, --pipeline on (two streams): median step | {o['median_step_s'] * 1e3:.0f} ms "
