@@ -171,8 +171,6 @@ Result<torch::Tensor> FeaturePipeline::Take() {
   return std::move(done.features);
 }
 
-int FeaturePipeline::pending() const { return worker_->pending; }
-
 struct TrainingStreamScope::Saved {
 #ifdef DFLASH_TORCH_CUDA
   std::optional<c10::cuda::CUDAStream> before, own;

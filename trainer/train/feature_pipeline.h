@@ -45,8 +45,6 @@ class FeaturePipeline {
   // The features of the oldest submitted row not taken yet, on the drafter's device: waits until they are complete.
   // Internal when nothing was submitted; the row's error when its forward failed.
   Result<torch::Tensor> Take();
-  // Rows submitted and not taken yet.
-  int pending() const;
   // The target's own time (host clock, ms) for the rows taken since the last call: from the start of each row's
   // forward to its features being complete on the drafter's device. Overlapped with the drafter's work.
   double TakeTargetMs();
