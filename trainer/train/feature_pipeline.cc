@@ -63,19 +63,14 @@ struct FeaturePipeline::Worker {
     }
   }
 
-  // The serial schedule's computation (train_step.cc), on the worker's streams, complete when it returns.
+  // The serial schedule's computation (TargetFeatures), complete when it returns: a copy between GPUs runs on the
+  // source's current stream (the target's), so one synchronisation covers the forward and the copy.
   torch::Tensor Compute(const TargetInput& job) {
-    torch::NoGradGuard no_grad;
+    torch::Tensor f = TargetFeatures(job, target, ops, drafter_device);
 #ifdef DFLASH_TORCH_CUDA
-    if (target_device.is_cuda()) {
-      // A copy between GPUs runs on the source's current stream (the target's), so one synchronisation covers the
-      // forward and the copy.
-      torch::Tensor f = target.Features(job.input_ids.to(target_device), job.cu_seqlens, ops).to(drafter_device);
-      target_stream->synchronize();
-      return f;
-    }
+    if (target_stream) target_stream->synchronize();
 #endif
-    return target.Features(job.input_ids.to(target_device), job.cu_seqlens, ops).to(drafter_device);
+    return f;
   }
 
   const TargetModel& target;

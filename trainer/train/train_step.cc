@@ -31,6 +31,11 @@ TargetInput TargetInputOf(const data::Row& row, bool fixed_shapes) {
   return in;
 }
 
+torch::Tensor TargetFeatures(const TargetInput& input, const TargetModel& target, Ops& ops, torch::Device to) {
+  torch::NoGradGuard no_grad;
+  return target.Features(input.input_ids.to(target.options().device), input.cu_seqlens, ops).to(to);
+}
+
 Result<RowResult> TrainRow(const data::Row& row, const TargetModel& target, const Drafter& drafter, Ops& ops,
                            const RowStepOptions& options) {
   const auto T = static_cast<std::int64_t>(row.num_tokens);
@@ -65,9 +70,7 @@ Result<RowResult> TrainRow(const data::Row& row, const TargetModel& target, cons
   if (options.features) {
     DFLASH_ASSIGN_OR_RETURN(features, options.features());
   } else {
-    torch::NoGradGuard no_grad;
-    features = target.Features(target_input.input_ids.to(target_device), target_input.cu_seqlens, ops)
-                   .to(device);  // GPU to GPU when in pairs
+    features = TargetFeatures(target_input, target, ops, device);
   }
   DFLASH_RETURN_IF_ERROR(mark(StepPhase::kTargetForward));
   const torch::Tensor& embed = options.embed_tokens.defined() ? options.embed_tokens : target.embed_tokens();

@@ -55,6 +55,9 @@ struct TargetInput {
   bool whole_row = false;    // the whole row (padding included) under fixed_shapes, not only the real tokens
 };
 TargetInput TargetInputOf(const data::Row& row, bool fixed_shapes);
+// The target's features of that input (no autograd), moved to `to` (GPU to GPU when in pairs): what a row's step
+// runs in line, and what the feature pipeline's worker runs ahead of it.
+torch::Tensor TargetFeatures(const TargetInput& input, const TargetModel& target, Ops& ops, torch::Device to);
 
 struct RowResult {
   double weighted_ce = 0.0;           // sum of w * CE over the row's block slots
