@@ -14,7 +14,11 @@
 // (the split pass's transfer kernel reads it); instead the two row factors that turn the raw q and k of the key head
 // into qg and kd: rowscale[t, hv] = {scale exp(gamma) / |q|, exp(gamma_last - gamma) / |k|} (fp32 pairs, [tokens,
 // HV]; the norms are 1 without qk_l2norm), 8 bytes a row instead of 512.
-// Shared memory: kn, one tile that holds q (FUSED) and then v, the fp32 L / T (its space later holds T in bf16),
+// The norms are folded, not applied to the tiles: q and k stay raw in shared memory, their rows' inverse norms
+// (row_inv_norms) scale the Gram products' epilogues (L, P) and the row scalings (qg, kd, W's diag), so no
+// normalised row is rounded to bf16 before a product. W and U are written over the scaled k and v tiles
+// (smem_gemm_over_b) and leave as whole 256-byte rows.
+// Shared memory: k, one tile that holds q (FUSED) and then v, the fp32 L / T (its space later holds T in bf16),
 // gamma, beta and the rows' inverse norms: PrepSharedBytes(C) (53.2 KB at C = 64: 4 blocks per H200 SM).
 // Who may call: hosts launching grid (num_chunks, HV), block NWARPS*32, dynamic shared PrepSharedBytes(C); q, q_st,
 // q_sh, scale, qg, pmat are unused (may be null) unless FUSED, rowscale unless ROWSCALE; a, b, A_log, dt_bias unused
@@ -158,7 +162,7 @@ __global__ void GDN_PREP_BOUNDS(NWARPS * 32)
   const int tid = threadIdx.x;
   const int4 ch = chunks[blockIdx.x];
   const int hv = blockIdx.y, hk = hv / (HV / H);
-  const long long t0 = ch.x;
+  const int t0 = ch.x;  // 32 bits (a token index), widened where it scales: a 64-bit t0 kept alive spilled
   const int len = ch.y;
 
   if constexpr (!FUSED) load_tile_async<C, kDim, NT>(v + t0 * v_st + hv * v_sh, v_st, len, vb, LD);
@@ -167,15 +171,15 @@ __global__ void GDN_PREP_BOUNDS(NWARPS * 32)
     const float2 gb = r < len ? gate_at(a, b, g_in, beta_in, (t0 + r) * ab_st + hv, alog, dtb) : make_float2(0.f, 0.f);
     gam[r] = gb.x;
     bet[r] = gb.y;
-    if constexpr (ROWSCALE) kinv[r] = qinv[r] = 1.f;
+    kinv[r] = qinv[r] = 1.f;  // replaced below when qk_l2norm (after the barrier)
   }
   load_tile_async<C, kDim, NT>(k + t0 * k_st + hk * k_sh, k_st, len, kn, LD);
   if constexpr (FUSED) load_tile_async<C, kDim, NT>(q + t0 * q_st + hk * q_sh, q_st, len, qs, LD);
   cp_async_wait_all();
   __syncthreads();
-  if (qk_l2norm) {
-    l2norm_rows_inplace<C, NWARPS>(kn, LD, 1.f, ROWSCALE ? kinv : nullptr);
-    if constexpr (FUSED) l2norm_rows_inplace<C, NWARPS>(qs, LD, 1.f, ROWSCALE ? qinv : nullptr);
+  if (qk_l2norm) {  // the rows stay raw: every product below takes the factors instead
+    row_inv_norms<C, NT>(kn, LD, kinv);
+    if constexpr (FUSED) row_inv_norms<C, NT>(qs, LD, qinv);
   }
   if (tid < 32) {  // inclusive cumsum of g over the chunk, by one warp
     float carry = 0.f;
@@ -191,24 +195,24 @@ __global__ void GDN_PREP_BOUNDS(NWARPS * 32)
     }
   }
   __syncthreads();
-  for (int r = tid; r < len; r += NT) gcum[(t0 + r) * HV + hv] = gam[r];
+  for (int r = tid; r < len; r += NT) gcum[static_cast<long long>(t0 + r) * HV + hv] = gam[r];
 
   if constexpr (FUSED) {
     bf16* pout = pmat + (static_cast<long long>(blockIdx.x) * HV + hv) * C * C;
     smem_gemm<C, C, kDim, false, false, NWARPS>(qs, LD, kn, LD, [&](int r, int c, float x0, float x1) {
-      const float gr = gam[r];
-      store_bf16x2(pout + r * C + c, c <= r ? scale * x0 * __expf(gr - gam[c]) : 0.f,
-                   c + 1 <= r ? scale * x1 * __expf(gr - gam[c + 1]) : 0.f);
+      const float gr = gam[r], sr = scale * qinv[r];
+      store_bf16x2(pout + r * C + c, c <= r ? sr * x0 * kinv[c] * __expf(gr - gam[c]) : 0.f,
+                   c + 1 <= r ? sr * x1 * kinv[c + 1] * __expf(gr - gam[c + 1]) : 0.f);
     });
   }
   smem_gemm<C, C, kDim, false, false, NWARPS>(kn, LD, kn, LD, [&](int r, int c, float x0, float x1) {
-    const float br = bet[r], gr = gam[r];
-    L[r * LDF + c] = c < r ? br * x0 * __expf(gr - gam[c]) : 0.f;
-    L[r * LDF + c + 1] = c + 1 < r ? br * x1 * __expf(gr - gam[c + 1]) : 0.f;
+    const float br = bet[r] * kinv[r], gr = gam[r];
+    L[r * LDF + c] = c < r ? br * x0 * kinv[c] * __expf(gr - gam[c]) : 0.f;
+    L[r * LDF + c + 1] = c + 1 < r ? br * x1 * kinv[c + 1] * __expf(gr - gam[c + 1]) : 0.f;
   });
   if constexpr (ROWSCALE) {  // the factors of qg and kd
     if (tid < len) {  // NT >= C (invert_unit_lower); a strided loop here made NVRTC spill 8 B
-      rowscale[(t0 + tid) * HV + hv] =
+      rowscale[static_cast<long long>(t0 + tid) * HV + hv] =
           make_float2(scale * __expf(gam[tid]) * qinv[tid], __expf(gam[len - 1] - gam[tid]) * kinv[tid]);
     }
   } else if constexpr (FUSED) {  // qg = scale exp(gamma) qn
@@ -216,8 +220,8 @@ __global__ void GDN_PREP_BOUNDS(NWARPS * 32)
     for (int e = 0; e < kVec8 / NT; ++e) {
       const int i = tid + e * NT, r = i / (kDim / 8), c = (i % (kDim / 8)) * 8;
       if (r < len) {
-        *reinterpret_cast<uint4*>(qg + ((t0 + r) * HV + hv) * kDim + c) =
-            scale_bf16x8(*reinterpret_cast<const uint4*>(qs + r * LD + c), scale * __expf(gam[r]));
+        *reinterpret_cast<uint4*>(qg + (static_cast<long long>(t0 + r) * HV + hv) * kDim + c) =
+            scale_bf16x8(*reinterpret_cast<const uint4*>(qs + r * LD + c), scale * __expf(gam[r]) * qinv[r]);
       }
     }
   }
@@ -250,22 +254,19 @@ __global__ void GDN_PREP_BOUNDS(NWARPS * 32)
     uint4* pv = reinterpret_cast<uint4*>(vb + r * LD + c);
     const uint4 kraw = *pk;
     if (r < len && (!ROWSCALE || kd != nullptr)) {  // kd = kn exp(gamma_last - gamma): the state pass's operand
-      *reinterpret_cast<uint4*>(kd + ((t0 + r) * HV + hv) * kDim + c) =
-          scale_bf16x8(kraw, __expf(gam[len - 1] - gam[r]));
+      *reinterpret_cast<uint4*>(kd + (static_cast<long long>(t0 + r) * HV + hv) * kDim + c) =
+          scale_bf16x8(kraw, __expf(gam[len - 1] - gam[r]) * kinv[r]);
     }
-    *pk = scale_bf16x8(kraw, bet[r] * __expf(gam[r]));
+    *pk = scale_bf16x8(kraw, bet[r] * __expf(gam[r]) * kinv[r]);
     *pv = scale_bf16x8(*pv, bet[r]);
   }
   __syncthreads();
-  bf16* wout = w + (t0 * HV + hv) * kDim;
-  bf16* uout = u + (t0 * HV + hv) * kDim;
+  smem_gemm_over_b<C, kDim, NWARPS>(Tb, LDT, kn, LD);  // W over the scaled k
+  smem_gemm_over_b<C, kDim, NWARPS>(Tb, LDT, vb, LD);  // U over the scaled v
+  __syncthreads();
   const long long row = static_cast<long long>(HV) * kDim;
-  smem_gemm<C, kDim, C, false, true, NWARPS>(Tb, LDT, kn, LD, [&](int r, int c, float x0, float x1) {
-    if (r < len) store_bf16x2(wout + r * row + c, x0, x1);
-  });
-  smem_gemm<C, kDim, C, false, true, NWARPS>(Tb, LDT, vb, LD, [&](int r, int c, float x0, float x1) {
-    if (r < len) store_bf16x2(uout + r * row + c, x0, x1);
-  });
+  store_rows_global<C, NT>(kn, LD, len, w + (static_cast<long long>(t0) * HV + hv) * kDim, row);
+  store_rows_global<C, NT>(vb, LD, len, u + (static_cast<long long>(t0) * HV + hv) * kDim, row);
 }
 
 }  // namespace gdn

@@ -8,6 +8,7 @@
 
 #include <cuda_bf16.h>
 
+#include "gdn_layout.h"
 #include "ptx.cuh"
 
 namespace gdn {
@@ -42,11 +43,10 @@ __device__ __forceinline__ float warp_sum(float x) {
 }
 
 // L2-normalises (eps kL2Eps) each of the ROWS rows of a [ROWS][ld] bf16 shared-memory tile of 128 columns in
-// place and multiplies it by `mult`; zero rows stay zero. row_scale (shared memory, or null): receives each row's
-// factor (mult / norm). One warp per row; no barrier inside (callers put one between the tile's load and this, and
-// after it).
+// place and multiplies it by `mult`; zero rows stay zero. One warp per row; no barrier inside (callers put one
+// between the tile's load and this, and after it).
 template <int ROWS, int NWARPS>
-__device__ __forceinline__ void l2norm_rows_inplace(bf16* tile, int ld, float mult, float* row_scale = nullptr) {
+__device__ __forceinline__ void l2norm_rows_inplace(bf16* tile, int ld, float mult) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int r = warp; r < ROWS; r += NWARPS) {
     uint2* p = reinterpret_cast<uint2*>(tile + r * ld + lane * 4);
@@ -57,8 +57,36 @@ __device__ __forceinline__ void l2norm_rows_inplace(bf16* tile, int ld, float mu
     h[0] = __floats2bfloat162_rn(x0 * s, x1 * s);
     h[1] = __floats2bfloat162_rn(x2 * s, x3 * s);
     *p = raw;
-    if (row_scale != nullptr && lane == 0) row_scale[r] = s;
   }
+}
+
+// acc + the squares of the two bf16 of x (a bf16's float is its 16 bits shifted up).
+__device__ __forceinline__ float add_squares_bf16x2(unsigned x, float acc) {
+  const float lo = __uint_as_float(x << 16), hi = __uint_as_float(x & 0xffff0000u);
+  return fmaf(lo, lo, fmaf(hi, hi, acc));
+}
+
+// inv[r] = rsqrt(sum of squares of row r + kL2Eps) for the ROWS rows of a [ROWS][ld] bf16 shared-memory tile of 128
+// columns (16-byte aligned rows), the tile left as it is: the factor l2norm_rows_inplace multiplies by, for callers
+// that fold it into later products instead of rounding normalised rows to bf16. NTHREADS / ROWS adjacent threads
+// per row, each summing every (NTHREADS / ROWS)-th 16-byte vector, combined by shuffles (a warp per row with a
+// 5-step shuffle chain per row was a third of gdn_chunk_prep's stall samples). Called by all NTHREADS threads
+// (whole warps); no barrier inside.
+template <int ROWS, int NTHREADS>
+__device__ __forceinline__ void row_inv_norms(const bf16* tile, int ld, float* inv) {
+  constexpr int kPerRow = NTHREADS / ROWS, kVecs = kDim / 8 / kPerRow;
+  static_assert(NTHREADS % ROWS == 0 && kPerRow <= 16 && (kPerRow & (kPerRow - 1)) == 0,
+                "a power-of-two number of threads per row, at most one vector each");
+  const int t = threadIdx.x, r = t / kPerRow, part = t % kPerRow;
+  float ss = 0.f;
+#pragma unroll
+  for (int j = 0; j < kVecs; ++j) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(tile + r * ld + (part + j * kPerRow) * 8);
+    ss = add_squares_bf16x2(raw.x, add_squares_bf16x2(raw.y, add_squares_bf16x2(raw.z, add_squares_bf16x2(raw.w, ss))));
+  }
+#pragma unroll
+  for (int o = kPerRow / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (part == 0) inv[r] = rsqrtf(ss + kL2Eps);
 }
 
 // Copies a ROWS x COLS bf16 tile (row r at src + r * row_stride, 16-byte aligned rows) into shared memory
@@ -230,6 +258,63 @@ __device__ __forceinline__ void smem_gemm(const bf16* A, int lda, const bf16* B,
     warp_tile_mma<KD, A_KM, B_KN>(acc, A, lda, B, ldb, m0, n0);
 #pragma unroll
     for (int j = 0; j < 4; ++j) epi(tile_row(m0, j), tile_col(n0, j), acc[2 * j], acc[2 * j + 1]);
+  }
+}
+
+// B = A * B in place: A [M][M] row-major (lda) and B [M][N] (ldb), bf16 in shared memory, fp32 accumulation,
+// the product rounded to bf16 over B. Each warp owns whole 16-column strips of B (round robin): it computes every
+// 16-row tile of its strip in registers (B's fragments loaded once per depth step for all of them), then stores them
+// over the strip (store_tile_bf16). Safe in place because the product's strip reads only that strip of B. For
+// outputs that leave as whole rows (16-byte global stores) instead of the mma fragments' scattered 4-byte pairs.
+// The whole block calls it; no barrier inside (callers put one between B's writes and this, and between this and
+// reads of the product by other warps).
+template <int M, int N, int NWARPS>
+__device__ __forceinline__ void smem_gemm_over_b(const bf16* A, int lda, bf16* B, int ldb) {
+  static_assert(M % 16 == 0 && N % (16 * NWARPS) == 0, "whole 16 x 16 tiles, the same strips for every warp");
+  constexpr int kTilesM = M / 16;
+  const int warp = threadIdx.x / 32;
+#pragma unroll 1
+  for (int e = 0; e < N / 16 / NWARPS; ++e) {
+    const int n0 = (warp + e * NWARPS) * 16;
+    float acc[kTilesM][8];
+#pragma unroll
+    for (int i = 0; i < kTilesM; ++i) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
+    }
+#pragma unroll
+    for (int k0 = 0; k0 < M; k0 += 16) {
+      unsigned b[4];
+      load_b_frag<true>(b, B, ldb, n0, k0);
+#pragma unroll
+      for (int i = 0; i < kTilesM; ++i) {
+        unsigned a[4];
+        load_a_frag<false>(a, A, lda, i * 16, k0);
+        mma_16x16(acc[i], a, b);
+      }
+    }
+    __syncwarp();  // every lane's reads of the strip before any lane's stores
+#pragma unroll
+    for (int i = 0; i < kTilesM; ++i) store_tile_bf16(B, ldb, i * 16, n0, acc[i]);
+  }
+}
+
+// Copies the first `valid` rows of a [ROWS][ld] bf16 shared-memory tile of 128 columns to global rows
+// dst + r * row_stride (16-byte aligned) with 16-byte stores, a warp writing two whole rows per instruction.
+// Called by all NTHREADS threads; no barrier inside.
+template <int ROWS, int NTHREADS>
+__device__ __forceinline__ void store_rows_global(const bf16* tile, int ld, int valid, bf16* __restrict__ dst,
+                                                  long long row_stride) {
+  constexpr int kVecPerRow = kDim / 8, kVecs = ROWS * kVecPerRow;
+  static_assert(kVecs % NTHREADS == 0, "no remainder");
+#pragma unroll
+  for (int e = 0; e < kVecs / NTHREADS; ++e) {
+    // Rows from the last: the row checks are not the ones of the callers' earlier loops over the same tile, which
+    // the compiler would otherwise share and keep alive in predicate registers all the way here (spilling them).
+    const int i = static_cast<int>(threadIdx.x) + e * NTHREADS, r = ROWS - 1 - i / kVecPerRow, c = (i % kVecPerRow) * 8;
+    if (r < valid) {
+      *reinterpret_cast<uint4*>(dst + r * row_stride + c) = *reinterpret_cast<const uint4*>(tile + r * ld + c);
+    }
   }
 }
 
