@@ -1,6 +1,7 @@
 // Device building blocks shared by the gated-delta-net kernels, on top of the shared PTX wrappers (ptx.cuh): the
-// gate math (g, beta), L2-normalised rows in shared memory, the padded-tile copies into shared memory, and a
-// warp-level shared-memory GEMM on mma.sync m16n8k16 (bf16 in, fp32 out) fed by ldmatrix. Free of host headers:
+// gate math (g, beta), L2-normalised rows (or the rows' inverse norms) of shared-memory tiles, the padded-tile copies
+// into shared memory and whole-row stores out of it, and warp-level shared-memory GEMMs on mma.sync m16n8k16 (bf16
+// in, fp32 out) fed by ldmatrix. Free of host headers:
 // NVRTC compiles it (cuda_bf16.h only). Portable sm_80 / sm_90 / sm_120.
 // Who may call: the gdn kernels of this folder. Thread-safety: device code; every helper documents which
 // threads of the block must call it together (the block-wide ones end with __syncthreads where stated).
