@@ -274,7 +274,7 @@ __device__ __forceinline__ void smem_gemm_over_b(const bf16* A, int lda, bf16* B
   static_assert(M % 16 == 0 && N % (16 * NWARPS) == 0, "whole 16 x 16 tiles, the same strips for every warp");
   constexpr int kTilesM = M / 16;
   const int warp = threadIdx.x / 32;
-#pragma unroll 1
+#pragma unroll 1  // unrolled, the strips' live ranges overlap and gdn_chunk_prep spills on sm_90 (NVRTC)
   for (int e = 0; e < N / 16 / NWARPS; ++e) {
     const int n0 = (warp + e * NWARPS) * 16;
     float acc[kTilesM][8];
