@@ -155,6 +155,14 @@ def prep_args(inp, chunks_d, gcum, w, u, kd, qg, pm):
             P(qg), P(pm), P(None))
 
 
+def output_args(inp, gcum, hbuf, vnew, chunks_d, o):
+    """gdn_chunk_output's arguments (q and k L2-normalised in the kernel)."""
+    q, k, v = inp[:3]
+    return (P(q), I64(q.stride(0)), I64(q.stride(1)), P(k), I64(k.stride(0)), I64(k.stride(1)),
+            P(gcum), P(hbuf), P(vnew), P(chunks_d), I32(q.shape[1]), I32(v.shape[1]), I32(1), np.float32(D ** -0.5),
+            P(o), I64(o.stride(0)), I64(o.stride(1)))
+
+
 def run_chunked(K, inp, seqlens, h0, want_ht, seg_chunks=None, fused=False):
     q, k, v, a, b, A_log, dt_bias = inp
     T, H, _ = q.shape
@@ -176,7 +184,6 @@ def run_chunked(K, inp, seqlens, h0, want_ht, seg_chunks=None, fused=False):
     o = torch.full((T, HV, D), float("nan"), device="cuda", dtype=torch.bfloat16)
     ht = torch.full((N, HV, D, D), float("nan"), device="cuda", dtype=torch.float32) if want_ht else None
     NT = K.NW * 32
-    scale = np.float32(D ** -0.5)
     if nchunks:
         K.launch("prepf" if fused else "prep", (nchunks, HV), (NT,), prep_args(inp, chunks_d, gcum, w, u, kd, qg, pm))
     if not split:
@@ -204,10 +211,7 @@ def run_chunked(K, inp, seqlens, h0, want_ht, seg_chunks=None, fused=False):
              (P(kd), P(w), P(u), P(gcum), P(segs_d), P(dev_i32(ht_idx)), I32(HV), P(state0), P(ht), P(hbuf),
               P(vnew)))
     if nchunks:
-        K.launch("output", (D // K.BVO, nchunks, HV), (NT,),
-                 (P(q), I64(q.stride(0)), I64(q.stride(1)), P(k), I64(k.stride(0)), I64(k.stride(1)),
-                  P(gcum), P(hbuf), P(vnew), P(chunks_d), I32(H), I32(HV), I32(1), scale,
-                  P(o), I64(o.stride(0)), I64(o.stride(1))))
+        K.launch("output", (D // K.BVO, nchunks, HV), (NT,), output_args(inp, gcum, hbuf, vnew, chunks_d, o))
     return o, ht
 
 
@@ -402,9 +406,7 @@ def stage_timing(K, H, HV, L, seg_chunks, once=False, keys=None):
                                          (P(kd), P(w), P(u), P(gcum), P(segs_split), P(ht_split), I32(HV),
                                           P(st), P(ht), P(hbuf), P(vnew))),
         "output": lambda: K.launch("output", (D // K.BVO, nchunks, HV), (NT,),
-                                   (P(q), I64(q.stride(0)), I64(q.stride(1)), P(k), I64(k.stride(0)),
-                                    I64(k.stride(1)), P(gcum), P(hbuf), P(vnew), P(chunks_d), I32(H), I32(HV),
-                                    np.float32(D ** -0.5), P(o), I64(o.stride(0)), I64(o.stride(1)))),
+                                   output_args(inp, gcum, hbuf, vnew, chunks_d, o)),
     }
     if keys is not None:
         stages = {k: v for k, v in stages.items() if k in keys}
