@@ -127,6 +127,7 @@ Status LoadDriver(DriverApi* api) {
   DFLASH_RESOLVE(StreamCreateWithPriority, cuStreamCreateWithPriority);
   DFLASH_RESOLVE(CtxGetStreamPriorityRange, cuCtxGetStreamPriorityRange);
   DFLASH_RESOLVE(StreamWaitEvent, cuStreamWaitEvent);
+  DFLASH_RESOLVE(TensorMapEncodeTiled, cuTensorMapEncodeTiled);
 #undef DFLASH_RESOLVE
   if (!missing.empty()) {
     return Unsupported("CUDA driver too old for this build (CUDA " + std::to_string(CUDA_VERSION / 1000) +

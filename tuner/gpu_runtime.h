@@ -82,6 +82,8 @@ struct DriverApi {
   decltype(&::cuStreamCreateWithPriority) StreamCreateWithPriority;
   decltype(&::cuCtxGetStreamPriorityRange) CtxGetStreamPriorityRange;
   decltype(&::cuStreamWaitEvent) StreamWaitEvent;
+  // Added by the attention family's warp-specialised forward: tensor maps for the bulk tensor copy engine (TMA).
+  decltype(&::cuTensorMapEncodeTiled) TensorMapEncodeTiled;
 };
 
 // Loads libcuda.so.1 and calls cuInit once. Unsupported("no CUDA driver: ...") when it is absent.

@@ -89,12 +89,57 @@ Result<dflash_attn::AttnParams> MakeParams(const AttentionArgs& a, Direction dir
   return k;
 }
 
+// The Q / K / V tensor maps of the warp-specialised forward (attention_fwd_tma.cuh's AttnTmaMaps: three
+// CUtensorMaps in this order).
+struct TmaMaps {
+  CUtensorMap q, k, v;
+};
+static_assert(sizeof(CUtensorMap) == 128 && sizeof(TmaMaps) == 3 * 128, "AttnTmaMaps mirrors three CUtensorMaps");
+
+// A 4-D tensor map (head_dim, seq, heads, batch) over a bf16 tensor with the 128-byte swizzle and boxes of 64 columns
+// x box_rows rows: the layout wgmma.cuh's descriptors read. Strides of 16-byte multiples (CheckTensor) are what the
+// copy engine needs; a dimension of extent 1 gets a harmless stride, since the driver checks strides it never uses.
+Result<CUtensorMap> EncodeTensorMap(const TensorRef& t, std::int64_t seq, std::int64_t heads, std::int64_t batch,
+                                    std::int64_t head_dim, unsigned box_rows, const char* name) {
+  const std::int64_t row_bytes = head_dim * 2;
+  auto stride = [&](std::int64_t elems, std::int64_t extent, std::int64_t fallback) {
+    return static_cast<cuuint64_t>(extent > 1 ? elems * 2 : fallback);
+  };
+  const cuuint64_t seq_stride = stride(t.seq_stride, seq, row_bytes);
+  const cuuint64_t head_stride = stride(t.head_stride, heads, static_cast<std::int64_t>(seq_stride) * seq);
+  const cuuint64_t batch_stride = stride(t.batch_stride, batch, static_cast<std::int64_t>(head_stride) * heads);
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(seq),
+                              static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(batch)};
+  const cuuint64_t strides[3] = {seq_stride, head_stride, batch_stride};
+  const cuuint32_t box[4] = {64, box_rows, 1, 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  DFLASH_ASSIGN_OR_RETURN(const gpu::DriverApi* api, gpu::Driver());
+  CUtensorMap map;
+  const CUresult r = api->TensorMapEncodeTiled(
+      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, reinterpret_cast<void*>(t.ptr), dims, strides, box, elem_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  DFLASH_RETURN_IF_ERROR(gpu::CheckCu(r, "cuTensorMapEncodeTiled", std::string("tensor map of ") + name));
+  return map;
+}
+
+Result<TmaMaps> ForwardTensorMaps(const AttentionArgs& a, const tuner::Config& config) {
+  const ProblemSpec& p = a.problem;
+  const unsigned bn = static_cast<unsigned>(config.at("block_n"));
+  TmaMaps maps;
+  DFLASH_ASSIGN_OR_RETURN(maps.q, EncodeTensorMap(a.q, p.seq_q, p.heads_q, p.batch, p.head_dim, 128, "q"));
+  DFLASH_ASSIGN_OR_RETURN(maps.k, EncodeTensorMap(a.k, p.seq_kv, p.heads_kv, p.batch, p.head_dim, bn, "k"));
+  DFLASH_ASSIGN_OR_RETURN(maps.v, EncodeTensorMap(a.v, p.seq_kv, p.heads_kv, p.batch, p.head_dim, bn, "v"));
+  return maps;
+}
+
 Status RunLaunches(const tuner::LoadedVariant& winner, const std::vector<KernelLaunch>& launches,
-                   dflash_attn::AttnParams& params, CUstream stream) {
+                   dflash_attn::AttnParams& params, CUstream stream, TmaMaps* maps = nullptr) {
   for (const KernelLaunch& l : launches) {
     if (l.grid_x == 0 || l.grid_y == 0 || l.grid_z == 0) continue;
     DFLASH_ASSIGN_OR_RETURN(CUfunction f, winner.Function(l.name_expression));
-    void* args[] = {&params};
+    if (l.tensor_maps && maps == nullptr) return Invalid(l.name_expression + " needs tensor maps");
+    void* args[] = {&params, maps};
     DFLASH_RETURN_IF_ERROR(gpu::Launch(f, {l.grid_x, l.grid_y, l.grid_z}, {l.threads, 1, 1}, l.shared_bytes, stream,
                                        args, winner.label + " " + l.name_expression));
   }
@@ -124,6 +169,10 @@ Status LaunchForward(const tuner::LoadedVariant& winner, const AttentionArgs& ar
   DFLASH_ASSIGN_OR_RETURN(dflash_attn::AttnParams params, MakeParams(args, Direction::kForward));
   const std::string why = ForwardInvalidReason(winner.config, args.problem);
   if (!why.empty()) return Invalid("variant " + winner.label + " cannot run this problem: " + why);
+  if (IsWarpSpecialisedForward(winner.config)) {
+    DFLASH_ASSIGN_OR_RETURN(TmaMaps maps, ForwardTensorMaps(args, winner.config));
+    return RunLaunches(winner, ForwardLaunches(winner.config, args.problem), params, stream, &maps);
+  }
   return RunLaunches(winner, ForwardLaunches(winner.config, args.problem), params, stream);
 }
 

@@ -37,11 +37,13 @@ std::vector<tuner::TunableParam> ForwardParams() {
   return {{"block_m", {64, 128}, "query rows per thread block"},
           {"block_n", {32, 64, 128}, "kv rows per shared-memory tile"},
           {"warps", {4, 8}, "warps per block (each owns block_m / warps query rows)"},
-          {"stages", {1, 2, 3}, "kv tile buffers (2 = cp.async double buffering; 3 for kernel 2 only)"},
-          {"kernel", {0, 1, 2},
+          {"stages", {1, 2, 3}, "kv tile buffers (2 = cp.async double buffering; kernel 2 takes 3, kernels 3-4 2 or 3)"},
+          {"kernel", {0, 1, 2, 3, 4},
            "0: mma.sync (AttnFwd, the portable tier: sm_80 and later); 1: wgmma (AttnFwdWgmma, the Hopper tier: "
            "sm_90a only; one warpgroup per 64 query rows, warps 4); 2: as 1 with the softmax of each kv tile "
-           "overlapping the next tile's QK^T (stages 3)"}};
+           "overlapping the next tile's QK^T (stages 3); 3: warp-specialised (AttnFwdTma, sm_90a only: a producer "
+           "warpgroup loads Q, K, V with the bulk tensor copy engine, two consumer warpgroups of 64 query rows, "
+           "block_m 128); 4: as 3 with the softmax of the next tile overlapping this tile's PV"}};
 }
 
 std::vector<tuner::TunableParam> BackwardParams() {
@@ -76,6 +78,14 @@ bool UsesDqAccumulator(const tuner::Config& config) { return Get(config, "dq_mod
 
 bool IsHopperTier(const tuner::Config& config) { return Get(config, "kernel") >= 1; }
 
+bool IsWarpSpecialisedForward(const tuner::Config& config) { return Get(config, "kernel") >= 3; }
+
+int ForwardSmemBytes(const tuner::Config& c, const ProblemSpec& p) {
+  const int d = static_cast<int>(p.head_dim), bn = Get(c, "block_n"), st = Get(c, "stages");
+  return IsWarpSpecialisedForward(c) ? dflash_attn::FwdTmaSmemBytes(d, bn, st)
+                                     : dflash_attn::FwdSmemBytes(d, Get(c, "block_m"), bn, st);
+}
+
 std::string ArchInvalidReason(const tuner::Config& config, std::string_view arch) {
   if (IsHopperTier(config) && arch != "sm_90a")
     return "a wgmma kernel (kernel >= 1) needs sm_90a, not " + std::string(arch);
@@ -87,7 +97,7 @@ std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
   if (c.size() != 4 + (c.count("kernel") ? 1u : 0u))
     return "forward config needs exactly block_m, block_n, warps, stages (and optionally kernel)";
   const int kernel = Get(c, "kernel");
-  if (kernel < 0 || kernel > 2) return "kernel must be 0, 1 or 2";
+  if (kernel < 0 || kernel > 4) return "kernel must be 0 .. 4";
   if ((p.seq_kv + bn - 1) / bn > dflash_attn::kMaxTiles) return "seq_kv exceeds the tile-class table (" + std::to_string(dflash_attn::kMaxTiles) + " kv tiles)";
   if (IsHopperTier(c)) {
     if (w != 4) return "the wgmma kernel has one warpgroup per 64 query rows: warps must be 4";
@@ -95,11 +105,13 @@ std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
     if (bn != 64 && bn != 128) return "the wgmma kernel needs block_n 64 or 128";
     if (kernel == 1 && st != 1 && st != 2) return "kernel 1 takes stages 1 or 2";
     if (kernel == 2 && st != 3) return "kernel 2 keeps three kv buffers: stages must be 3";
-    // Per thread: O (head_dim / 2 fp32), S (block_n / 2; twice with kernel 2), P (block_n / 4 bf16 pairs).
-    const int regs = static_cast<int>(p.head_dim) / 2 + (kernel == 2 ? 2 : 1) * bn / 2 + bn / 4;
+    if (IsWarpSpecialisedForward(c) && bm != 128) return "the warp-specialised kernel has two consumer warpgroups: block_m 128";
+    if (IsWarpSpecialisedForward(c) && st != 2 && st != 3) return "the warp-specialised kernel takes stages 2 or 3";
+    // Per thread: O (head_dim / 2 fp32), S (block_n / 2; twice with kernel 2), P (block_n / 4 bf16 pairs; twice with
+    // kernel 4).
+    const int regs = static_cast<int>(p.head_dim) / 2 + (kernel == 2 ? 2 : 1) * bn / 2 + (kernel == 4 ? 2 : 1) * bn / 4;
     if (regs > 224) return "accumulators need " + std::to_string(regs) + " registers per thread (> 224): would spill";
-    if (dflash_attn::FwdSmemBytes(static_cast<int>(p.head_dim), bm, bn, st) > 227 * 1024)
-      return "shared memory exceeds 227 KiB";
+    if (ForwardSmemBytes(c, p) > 227 * 1024) return "shared memory exceeds 227 KiB";
     return "";
   }
   if (w != 4 && w != 8) return "warps must be 4 or 8";
@@ -151,7 +163,11 @@ std::vector<KernelLaunch> ForwardLaunches(const tuner::Config& c, const ProblemS
   const int bm = Get(c, "block_m"), bn = Get(c, "block_n"), w = Get(c, "warps"), st = Get(c, "stages");
   const int d = static_cast<int>(p.head_dim);
   KernelLaunch k;
-  if (IsHopperTier(c)) {
+  if (IsWarpSpecialisedForward(c)) {
+    k.name_expression = Expr("AttnFwdTma", {d, bn, st, Get(c, "kernel") - 3, p.compiled_mask()});
+    k.threads = 3 * 128;  // producer warpgroup + two consumers (attention_fwd_tma.cuh)
+    k.tensor_maps = true;
+  } else if (IsHopperTier(c)) {
     k.name_expression = Expr("AttnFwdWgmma", {d, bm, bn, st, Get(c, "kernel") - 1, p.compiled_mask()});
     k.threads = static_cast<unsigned>(bm / 64 * 128);
   } else {
@@ -161,7 +177,7 @@ std::vector<KernelLaunch> ForwardLaunches(const tuner::Config& c, const ProblemS
   k.grid_x = static_cast<unsigned>(p.heads_q);  // (heads, tiles, batch): attention_schedule.cuh
   k.grid_y = CeilDiv(p.seq_q, bm);
   k.grid_z = static_cast<unsigned>(p.batch);
-  k.shared_bytes = static_cast<unsigned>(dflash_attn::FwdSmemBytes(d, bm, bn, st));
+  k.shared_bytes = static_cast<unsigned>(ForwardSmemBytes(c, p));
   return {k};
 }
 

@@ -32,6 +32,7 @@ struct KernelLaunch {
   unsigned grid_x = 1, grid_y = 1, grid_z = 1;
   unsigned threads = 0;
   unsigned shared_bytes = 0;
+  bool tensor_maps = false;  // takes the Q / K / V tensor maps (dflash_attn::AttnTmaMaps) after the AttnParams
 };
 
 // The launches of one forward / backward call, in order. The config must be valid (InvalidReason empty);
@@ -46,9 +47,13 @@ std::string BackwardInvalidReason(const tuner::Config& config, const ProblemSpec
 // largest divisor of heads_kv whose Q / dO (/ dQ accumulator) rows fit 32 MiB, at least 1.
 int BackwardHeadsPerGroup(const tuner::Config& config, const ProblemSpec& problem);
 
-// True for a config of the Hopper tier (forward kernel 1 or 2, backward kernel 1: compiled for sm_90a only, from
+// True for a config of the Hopper tier (forward kernel 1 .. 4, backward kernel 1: compiled for sm_90a only, from
 // attention_kernels_sm90a.cu).
 bool IsHopperTier(const tuner::Config& config);
+// True for a forward config of the warp-specialised kernel (kernel 3 or 4: AttnFwdTma, tensor maps, 384 threads).
+bool IsWarpSpecialisedForward(const tuner::Config& config);
+// Dynamic shared memory of the forward config's kernel for the problem's head dim (bytes).
+int ForwardSmemBytes(const tuner::Config& config, const ProblemSpec& problem);
 // Empty when the config can be built for `arch`; the Hopper tier's reason otherwise.
 std::string ArchInvalidReason(const tuner::Config& config, std::string_view arch);
 

@@ -40,38 +40,50 @@ __device__ __forceinline__ void MaskPartialTile(float (&s)[BN / 2], const RowSpa
   }
 }
 
-// One online-softmax step in the log2 domain: new row maxima and sums, O rescaled (its products must be complete),
-// P as bf16 pairs in the A-fragment layout of the PV product.
+// One row half (hr: rows row_in_tile + 8 hr) of an online-softmax step in the log2 domain: the row's new maximum
+// and sum, P as bf16 pairs in the A-fragment layout of the PV product; returns the factor O's row must be scaled by.
+template <int BN>
+__device__ __forceinline__ float SoftmaxRow(const float (&s)[BN / 2], int hr, float (&mrow)[2], float (&lrow)[2],
+                                            unsigned (&pk)[BN / 8][2], float scale_log2) {
+  float mx = -Inf();
+#pragma unroll
+  for (int nj = 0; nj < BN / 8; ++nj) mx = fmaxf(mx, fmaxf(s[nj * 4 + hr * 2], s[nj * 4 + hr * 2 + 1]));
+  mx = WarpQuadMax(mx) * scale_log2;
+  const float mnew = fmaxf(mrow[hr], mx);
+  const float muse = mnew == -Inf() ? 0.f : mnew;
+  const float alpha = ex2_approx_ftz(mrow[hr] - muse);
+  mrow[hr] = mnew;
+  float sum = 0.f;
+#pragma unroll
+  for (int nj = 0; nj < BN / 8; ++nj) {
+    const float p0 = ex2_approx_ftz(fmaf(s[nj * 4 + hr * 2], scale_log2, -muse));
+    const float p1 = ex2_approx_ftz(fmaf(s[nj * 4 + hr * 2 + 1], scale_log2, -muse));
+    sum += p0 + p1;
+    pk[nj][hr] = pack_bf16x2(p0, p1);
+  }
+  lrow[hr] = lrow[hr] * alpha + sum;
+  return alpha;
+}
+
+// Scales O's row half hr by alpha (its products must be complete); skipped when no row maximum of the warp changed,
+// as for most tiles.
+template <int D>
+__device__ __forceinline__ void RescaleRow(float (&o)[D / 2], int hr, float alpha) {
+  if (__any_sync(0xffffffffu, alpha != 1.f)) {
+#pragma unroll
+    for (int dj = 0; dj < D / 8; ++dj) {
+      o[dj * 4 + hr * 2] *= alpha;
+      o[dj * 4 + hr * 2 + 1] *= alpha;
+    }
+  }
+}
+
+// One online-softmax step: SoftmaxRow and RescaleRow for both row halves (O's products must be complete).
 template <int BN, int D>
 __device__ __forceinline__ void SoftmaxStep(const float (&s)[BN / 2], float (&o)[D / 2], float (&mrow)[2],
                                             float (&lrow)[2], unsigned (&pk)[BN / 8][2], float scale_log2) {
 #pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    float mx = -Inf();
-#pragma unroll
-    for (int nj = 0; nj < BN / 8; ++nj) mx = fmaxf(mx, fmaxf(s[nj * 4 + hr * 2], s[nj * 4 + hr * 2 + 1]));
-    mx = WarpQuadMax(mx) * scale_log2;
-    const float mnew = fmaxf(mrow[hr], mx);
-    const float muse = mnew == -Inf() ? 0.f : mnew;
-    const float alpha = ex2_approx_ftz(mrow[hr] - muse);
-    mrow[hr] = mnew;
-    float sum = 0.f;
-#pragma unroll
-    for (int nj = 0; nj < BN / 8; ++nj) {
-      const float p0 = ex2_approx_ftz(fmaf(s[nj * 4 + hr * 2], scale_log2, -muse));
-      const float p1 = ex2_approx_ftz(fmaf(s[nj * 4 + hr * 2 + 1], scale_log2, -muse));
-      sum += p0 + p1;
-      pk[nj][hr] = pack_bf16x2(p0, p1);
-    }
-    lrow[hr] = lrow[hr] * alpha + sum;
-    if (__any_sync(0xffffffffu, alpha != 1.f)) {  // most tiles leave every row maximum unchanged
-#pragma unroll
-      for (int dj = 0; dj < D / 8; ++dj) {
-        o[dj * 4 + hr * 2] *= alpha;
-        o[dj * 4 + hr * 2 + 1] *= alpha;
-      }
-    }
-  }
+  for (int hr = 0; hr < 2; ++hr) RescaleRow<D>(o, hr, SoftmaxRow<BN>(s, hr, mrow, lrow, pk, scale_log2));
 }
 
 // Issues (and commits) S = Q K^T for the warpgroup's 64 rows of the swizzled Q tile (BM rows) and the kv tile at cK.
@@ -94,10 +106,47 @@ __device__ __forceinline__ void IssuePv(float (&o)[D / 2], const unsigned (&pk)[
   wgmma_commit_group();
 }
 
+// One kv tile, products back to back: S = Q K^T, wait, mask (partial tiles), softmax with O's rescale, O += P V,
+// wait. K at cK, V at cV.
+template <int D, int BM, int BN>
+__device__ __forceinline__ void TileStep(float (&o)[D / 2], float (&mrow)[2], float (&lrow)[2],
+                                         unsigned (&pk)[BN / 8][2], unsigned q_addr, int wg, unsigned cK, unsigned cV,
+                                         bool partial, const RowSpan* spans, int row_in_tile, int t, int lane,
+                                         float scale_log2) {
+  float s[BN / 2];
+  IssueQkT<D, BM, BN>(s, q_addr, wg, cK);
+  wgmma_wait_group<0>();
+  if (partial) MaskPartialTile<BN>(s, spans, row_in_tile, t, lane);
+  SoftmaxStep<BN, D>(s, o, mrow, lrow, pk, scale_log2);
+  IssuePv<D, BN>(o, pk, cV);
+  wgmma_wait_group<0>();
+}
+
+// The epilogue: O / l as bf16 and the natural-log LSE of the warpgroup's rows r0 and r0 + 8 (rows >= Sq skipped;
+// rows that saw nothing get O = 0 and LSE = -inf).
+template <int D>
+__device__ __forceinline__ void StoreRowsOut(const AttnParams& p, const float (&o)[D / 2], const float (&mrow)[2],
+                                             const float (&lrow)[2], int b, int h, int r0, int Sq, int lane) {
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const float l = WarpQuadSum(lrow[hr]);
+    const int r = r0 + hr * 8;
+    if (r >= Sq) continue;
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    bf16* Og = static_cast<bf16*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride + r * p.o_seq_stride;
+#pragma unroll
+    for (int dj = 0; dj < D / 8; ++dj) {
+      *reinterpret_cast<unsigned*>(Og + dj * 8 + (lane & 3) * 2) =
+          pack_bf16x2(o[dj * 4 + hr * 2] * inv, o[dj * 4 + hr * 2 + 1] * inv);
+    }
+    if ((lane & 3) == 0)
+      p.lse[(static_cast<long long>(b) * p.heads_q + h) * Sq + r] = l > 0.f ? (mrow[hr] + log2f(l)) * kLn2 : -Inf();
+  }
+}
+
 template <int D, int BM, int BN, int STAGES, int PIPE, int MASK>
 __global__ void __launch_bounds__(BM / 64 * 128, 1) AttnFwdWgmma(const AttnParams p) {
   constexpr int NT = BM / 64 * 128;  // one warpgroup per 64 query rows
-  constexpr int DJ = D / 8;
   static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
   static_assert(BM == 64 || BM == 128, "one or two warpgroups of 64 query rows");
   static_assert(BN == 64 || BN == 128, "kv tile of 64 or 128 rows (the S product's N)");
@@ -165,13 +214,8 @@ __global__ void __launch_bounds__(BM / 64 * 128, 1) AttnFwdWgmma(const AttnParam
       }
       fence_proxy_async_shared();  // the landed tiles (generic proxy) before the wgmma reads (async proxy)
       __syncthreads();
-      float s[BN / 2];
-      IssueQkT<D, BM, BN>(s, q_addr, wg, k_addr + stage * kTileBytes);
-      wgmma_wait_group<0>();
-      if (sCls[t] != kTileFull) MaskPartialTile<BN>(s, sSpan, row_in_tile, t, lane);
-      SoftmaxStep<BN, D>(s, o, mrow, lrow, pk, scale_log2);
-      IssuePv<D, BN>(o, pk, v_addr + stage * kTileBytes);
-      wgmma_wait_group<0>();
+      TileStep<D, BM, BN>(o, mrow, lrow, pk, q_addr, wg, k_addr + stage * kTileBytes, v_addr + stage * kTileBytes,
+                          sCls[t] != kTileFull, sSpan, row_in_tile, t, lane, scale_log2);
       __syncthreads();  // this stage's buffers may be refilled now
       if (STAGES == 1 && tn < nkt) load_kv(tn, 0);
       t = tn;
@@ -224,21 +268,7 @@ __global__ void __launch_bounds__(BM / 64 * 128, 1) AttnFwdWgmma(const AttnParam
   }
   cp_async_wait_group<0>();
 
-#pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    const float l = WarpQuadSum(lrow[hr]);
-    const int r = q0 + row_in_tile + hr * 8;
-    if (r >= Sq) continue;
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-    bf16* Og = static_cast<bf16*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride + r * p.o_seq_stride;
-#pragma unroll
-    for (int dj = 0; dj < DJ; ++dj) {
-      *reinterpret_cast<unsigned*>(Og + dj * 8 + (lane & 3) * 2) =
-          pack_bf16x2(o[dj * 4 + hr * 2] * inv, o[dj * 4 + hr * 2 + 1] * inv);
-    }
-    if ((lane & 3) == 0)
-      p.lse[(static_cast<long long>(b) * p.heads_q + h) * Sq + r] = l > 0.f ? (mrow[hr] + log2f(l)) * kLn2 : -Inf();
-  }
+  StoreRowsOut<D>(p, o, mrow, lrow, b, h, q0 + row_in_tile, Sq, lane);
 }
 
 }  // namespace dflash_attn

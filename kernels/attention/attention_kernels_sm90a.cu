@@ -5,4 +5,5 @@
 #include "attention_bwd.cuh"
 #include "attention_bwd_wgmma.cuh"
 #include "attention_fwd.cuh"
+#include "attention_fwd_tma.cuh"
 #include "attention_fwd_wgmma.cuh"

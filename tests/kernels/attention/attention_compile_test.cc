@@ -2,7 +2,7 @@
 // sm_120 (the drafter's DFlash full-layer bucket, also as packed rows: doc_bound) and then passes the arch's PruneReason
 // or is pruned for a stated reason; plus one variant per mask kind and head dim. The Hopper tier's configs compile
 // for sm_90a (and only there: elsewhere they are invalid for the arch), within its limits (no spills, shared memory
-// within 227 KiB), with HGMMA in their SASS. CPU only: NVRTC needs no GPU.
+// within 227 KiB), with HGMMA in their SASS and no wgmma serialised by ptxas. CPU only: NVRTC needs no GPU.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -25,6 +25,7 @@ struct Outcome {
   Status status;
   std::string prune_reason;
   int hgmma = -1;  // HGMMA instructions in the SASS (counted for sm_90a only)
+  std::string serialized;  // ptxas's advisory when it serialised the wgmma pipeline (each product waited for)
 };
 
 tuner::Problem Problem(const char* mask, int head_dim, int seq_q, int seq_kv) {
@@ -70,6 +71,8 @@ Outcome CompileOne(const tuner::KernelFamily& family, const tuner::Config& confi
     // The block shape is the variant's largest (threads, dynamic shared memory) over its kernels.
     if (!why.empty() && o.prune_reason.empty()) o.prune_reason = expr + " (with the variant's block shape): " + why;
   }
+  const std::size_t adv = compiled->log.find("wgmma.mma_async instructions are serialized");
+  if (adv != std::string::npos) o.serialized = compiled->log.substr(adv, compiled->log.find('\n', adv) - adv);
   const Result<int> hgmma = testing::HgmmaCountOnSm90a(compiled->cubin, arch);
   if (hgmma.ok()) o.hgmma = *hgmma;
   o.status = hgmma.status();
@@ -77,8 +80,11 @@ Outcome CompileOne(const tuner::KernelFamily& family, const tuner::Config& confi
 }
 
 // `doc_bound`: the packed-rows problem, whose kernels are the document-bound instantiations. On sm_90a only the
-// Hopper tier is compiled (the portable configs are the sm_90 code, compiled there) and its SASS must hold HGMMA.
-void CompileWholeSpace(const tuner::KernelFamily& family, const std::string& arch, bool doc_bound = false) {
+// Hopper tier is compiled (the portable configs are the sm_90 code, compiled there) and its SASS must hold HGMMA;
+// `unserialized`: and ptxas must not have serialised its wgmma (the backward's one-warpgroup variants at head dim
+// 128, block_n 64, are: "program dependence on compiler-inserted WG.DP in divergent path"; never a tuned winner).
+void CompileWholeSpace(const tuner::KernelFamily& family, const std::string& arch, bool doc_bound = false,
+                       bool unserialized = true) {
   tuner::Problem problem = Problem("dflash_full", 128, 8192, 16384);
   if (doc_bound) problem["doc_bound"] = true;
   const tuner::Problem bucket = *family.Bucket(problem);
@@ -104,6 +110,7 @@ void CompileWholeSpace(const tuner::KernelFamily& family, const std::string& arc
     if (!o.status.ok()) continue;
     if (arch == "sm_90a") {
       EXPECT_GT(o.hgmma, 0) << o.label << ": no HGMMA in the SASS of a Hopper-tier variant";
+      if (unserialized) EXPECT_EQ(o.serialized, "") << o.label;
     }
     if (o.prune_reason.empty()) {
       ++runnable;
@@ -131,6 +138,7 @@ void CompileEachForSm90a(const tuner::KernelFamily& family,
     EXPECT_TRUE(o.status.ok()) << o.label << ": " << o.status.ToString();
     EXPECT_EQ(o.prune_reason, "") << o.label;
     EXPECT_GT(o.hgmma, 0) << o.label;
+    EXPECT_EQ(o.serialized, "") << o.label;
   }
 }
 
@@ -158,8 +166,8 @@ TEST(AttentionCompile, EveryHopperTierForwardConfigCompilesForSm90aWithHgmma) {
   CompileWholeSpace(ForwardFamily(), "sm_90a", true);
 }
 TEST(AttentionCompile, EveryHopperTierBackwardConfigCompilesForSm90aWithHgmma) {
-  CompileWholeSpace(BackwardFamily(), "sm_90a");
-  CompileWholeSpace(BackwardFamily(), "sm_90a", true);
+  CompileWholeSpace(BackwardFamily(), "sm_90a", false, false);
+  CompileWholeSpace(BackwardFamily(), "sm_90a", true, false);
 }
 TEST(AttentionCompile, EveryBackwardConfigCompilesForSm90) { CompileWholeSpace(BackwardFamily(), "sm_90"); }
 TEST(AttentionCompile, EveryBackwardConfigCompilesForSm120) { CompileWholeSpace(BackwardFamily(), "sm_120"); }
@@ -218,6 +226,18 @@ TEST(AttentionCompile, EveryMaskKindAndHeadDimOfTheHopperTierCompilesForSm90a) {
   items.push_back({Problem("causal", 256, 4096, 4096), hopper(64)});
   items.push_back({Problem("doc_causal", 256, 4096, 4096), hopper(64)});
   items.push_back({Problem("causal", 256, 4096, 4096), hopper(64, 2, 64)});  // three 256-wide kv buffers + Q of 64 rows
+  // The warp-specialised kernel (TMA, producer warpgroup): both pipelines, every mask kind, head dims 64 / 128 / 256.
+  auto tma = [](int bn, int kernel) {
+    return tuner::Config{{"block_m", 128}, {"block_n", bn}, {"warps", 4}, {"stages", 2}, {"kernel", kernel}};
+  };
+  for (const char* mask : {"none", "causal", "doc_causal", "dflash_full", "dflash_sliding"}) {
+    const bool dflash = std::string(mask).rfind("dflash", 0) == 0;
+    for (int kernel : {3, 4})
+      items.push_back({Problem(mask, 128, dflash ? 4096 : 8192, dflash ? 12288 : 8192), tma(128, kernel)});
+  }
+  items.push_back({Problem("causal", 64, 8192, 8192), tma(128, 4)});
+  items.push_back({Problem("causal", 256, 4096, 4096), tma(64, 3)});
+  items.push_back({Problem("doc_causal", 256, 4096, 4096), tma(64, 4)});
   CompileEachForSm90a(ForwardFamily(), items);
 }
 

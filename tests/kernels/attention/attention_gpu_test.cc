@@ -199,6 +199,42 @@ TEST_F(AttentionGpu, HopperTierForwardMatchesFloat64ForEveryMaskKind) {
   RunCases(cases, 400);
 }
 
+// The warp-specialised forward (kernels 3 and 4: TMA copies by a producer warpgroup, two consumer warpgroups): every
+// mask kind, GQA 4 / 6, head dims 64 / 128 / 256, sizes no tile multiple, q < kv, rows that see nothing, one kv
+// tile, more kv tiles than buffers, packed rows, the 512-anchor shape.
+TEST_F(AttentionGpu, WarpSpecialisedForwardMatchesFloat64ForEveryMaskKind) {
+  Result<gpu::Context> ctx = gpu::Context::Primary(0);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  if (ctx->info().arch() != "sm_90a") GTEST_SKIP() << "the Hopper tier needs an sm_90a GPU (this one is " << ctx->info().arch() << ")";
+  auto tma = [](int bn, int stages, int kernel) {
+    return tuner::Config{{"block_m", 128}, {"block_n", bn}, {"warps", 4}, {"stages", stages}, {"kernel", kernel}};
+  };
+  const tuner::KernelFamily* f = &ForwardFamily();
+  std::vector<Case> cases;
+  for (int kernel : {3, 4}) {
+    for (const char* mask : {"none", "causal", "doc_causal"}) {
+      cases.push_back({f, Problem(mask, 8, 2, 128, 333, 333), tma(128, 2, kernel)});
+      cases.push_back({f, Problem(mask, 6, 1, 64, 200, 200), tma(64, 3, kernel)});
+    }
+    cases.push_back({f, Problem("causal", 12, 2, 128, 100, 357), tma(64, 2, kernel)});   // q < kv
+    cases.push_back({f, Problem("causal", 4, 4, 128, 357, 100), tma(128, 2, kernel)});   // rows that see nothing
+    cases.push_back({f, Problem("none", 4, 4, 128, 40, 17), tma(64, 2, kernel)});        // one partial kv tile
+    for (const char* mask : {"dflash_full", "dflash_sliding"}) {
+      cases.push_back({f, Problem(mask, 8, 2, 128, 21 * 16, 500 + 21 * 16), tma(128, 2, kernel)});
+      cases.push_back({f, Problem(mask, 6, 1, 64, 13 * 16, 300 + 13 * 16), tma(64, 2, kernel)});
+      tuner::Problem packed = Problem(mask, 8, 2, 128, 21 * 16, 500 + 21 * 16);
+      packed["doc_bound"] = true;
+      cases.push_back({f, packed, tma(64, 3, kernel)});
+    }
+    cases.push_back({f, Problem("causal", 24, 4, 256, 517, 517), tma(64, 2, kernel)});
+    cases.push_back({f, Problem("doc_causal", 24, 4, 256, 517, 517), tma(64, 2, kernel)});
+    tuner::Problem big = Problem("dflash_full", 32, 8, 128, 512 * 16, 8192 + 512 * 16);
+    big["batch"] = 1;
+    cases.push_back({f, big, tma(128, 2, kernel)});
+  }
+  RunCases(cases, 400);
+}
+
 // The Hopper tier's backward (wgmma, sm_90a): every mask kind, GQA 4 / 6, both head dims and every tile shape the
 // space holds, sizes that are no tile multiple, q < kv, rows that see nothing, packed rows, the 512-anchor shape.
 TEST_F(AttentionGpu, HopperTierBackwardMatchesFloat64ForEveryMaskKind) {

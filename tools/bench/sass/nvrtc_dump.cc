@@ -12,6 +12,7 @@
 //     'dflash_attn::AttnBwdKv2d<128,64,128,8,2,3>'
 //   nvdisasm -c /tmp/x.cubin > /tmp/x.sass
 // tools/bench/sass/sass_diff.sh drives it for a before/after comparison of every family.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -72,6 +73,14 @@ int main(int argc, char** argv) {
   if (!r.ok()) {
     std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
     return 1;
+  }
+  // ptxas's advisories (e.g. "wgmma.mma_async instructions are serialized due to ...") go to stderr.
+  for (std::size_t pos = 0; pos < r->log.size();) {
+    const std::size_t end = std::min(r->log.find('\n', pos), r->log.size());
+    const std::string line = r->log.substr(pos, end - pos);
+    if (line.find("arning") != std::string::npos || line.find("Performance") != std::string::npos)
+      std::fprintf(stderr, "%s\n", line.c_str());
+    pos = end + 1;
   }
   std::ofstream(out + ".cubin", std::ios::binary)
       .write(reinterpret_cast<const char*>(r->cubin.data()), static_cast<std::streamsize>(r->cubin.size()));

@@ -1,0 +1,91 @@
+// Hopper's bulk tensor copy engine (TMA) and the pieces a warp-specialised kernel is built from (sm_90a only):
+// the tensor-map parameter type, shared-memory mbarriers (init, arrive, arrive with an expected transaction count,
+// parity wait), the 4-D tiled tensor copy global -> shared that completes on an mbarrier, and setmaxnreg (moving
+// registers from a producer warpgroup to the consumer warpgroups). One inline-asm function per instruction form,
+// named after it, as in ptx.cuh.
+//
+// TmaDescriptor is the driver's CUtensorMap (128 opaque bytes, 64-byte aligned), made on the host by
+// cuTensorMapEncodeTiled and passed in a __grid_constant__ kernel parameter: the copy instruction takes the
+// parameter's generic address. With CU_TENSOR_MAP_SWIZZLE_128B and a box 64 bf16 wide, a box of R rows lands as
+// R rows of 128 bytes whose 16-byte chunk c sits at c ^ (row % 8): wgmma.cuh's Sw128Offset layout, one 64-column
+// block per box (destinations 1024-byte aligned). Rows or columns outside the tensor are written as zeros and still
+// count toward the transaction bytes, so the expected count of a box is always its full size.
+//
+// Ordering: a consumer that waited on the mbarrier a copy completes on sees the copied bytes (no proxy fence:
+// the copy and wgmma both act in the async proxy). A producer may overwrite a buffer once every consumer has
+// arrived on the buffer's "empty" mbarrier after its last wgmma_wait over it.
+// Memory clobbers: every wrapper that orders memory (init, arrive, wait, copy) carries "memory".
+// Who may include it: kernels compiled for sm_90a only (NVRTC). Thread-safety: n/a (device code; each wrapper says
+// which threads call it).
+#pragma once
+
+#include "ptx.cuh"
+
+namespace dflash_ptx {
+
+// The driver's CUtensorMap, as the device sees it (the host passes CUtensorMap objects of the same size).
+struct alignas(64) TmaDescriptor {
+  unsigned long long opaque[16];
+};
+
+// ---- mbarriers (8 bytes of shared memory each, shared-window addresses) ----
+// One thread initialises; fence_mbarrier_init() and a block barrier publish the initialisation (to the copy engine
+// too) before anyone arrives or waits.
+__device__ __forceinline__ void mbarrier_init(unsigned bar, unsigned arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
+}
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// One arrival (release: this thread's earlier memory accesses happen before the phase completes).
+__device__ __forceinline__ void mbarrier_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// One arrival that also announces `bytes` of copies completing on this barrier in the current phase.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// Blocks until the phase of parity `parity` (0 or 1: the phase count's low bit) has completed (acquire).
+__device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {
+  unsigned done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// ---- the tensor copy engine ----
+// Brings the descriptor into the constant cache before its first use (one thread).
+__device__ __forceinline__ void prefetch_tensormap(const TmaDescriptor* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
+}
+// Copies the box at coordinates (c0 innermost .. c3) of a 4-D tensor map into shared memory at dst; completes on
+// bar's transaction count (one thread issues it).
+__device__ __forceinline__ void tma_load_4d(unsigned dst, const TmaDescriptor* map, unsigned bar, int c0, int c1,
+                                            int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
+      "[%2];\n" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+
+// ---- register reconfiguration (every thread of a warpgroup executes the same one) ----
+template <int REGS>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+template <int REGS>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+
+// Barrier of `threads` threads (a multiple of 32) on named barrier `id` (1..15; 0 is __syncthreads').
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+}  // namespace dflash_ptx
