@@ -37,13 +37,14 @@ std::vector<tuner::TunableParam> ForwardParams() {
   return {{"block_m", {64, 128}, "query rows per thread block"},
           {"block_n", {32, 64, 128}, "kv rows per shared-memory tile"},
           {"warps", {4, 8}, "warps per block (each owns block_m / warps query rows)"},
-          {"stages", {1, 2, 3}, "kv tile buffers (2 = cp.async double buffering; kernel 2 takes 3, kernels 3-4 2 or 3)"},
-          {"kernel", {0, 1, 2, 3, 4},
+          {"stages", {1, 2, 3}, "kv tile buffers (2 = cp.async double buffering; kernel 2 takes 3, kernels 3-5 2 or 3)"},
+          {"kernel", {0, 1, 2, 3, 4, 5},
            "0: mma.sync (AttnFwd, the portable tier: sm_80 and later); 1: wgmma (AttnFwdWgmma, the Hopper tier: "
            "sm_90a only; one warpgroup per 64 query rows, warps 4); 2: as 1 with the softmax of each kv tile "
            "overlapping the next tile's QK^T (stages 3); 3: warp-specialised (AttnFwdTma, sm_90a only: a producer "
            "warpgroup loads Q, K, V with the bulk tensor copy engine, two consumer warpgroups of 64 query rows, "
-           "block_m 128); 4: as 3 with the softmax of the next tile overlapping this tile's PV"}};
+           "block_m 128); 4: as 3 with the softmax of the next tile overlapping this tile's PV; 5: as 4 with the two "
+           "consumers issuing their products in turns"}};
 }
 
 std::vector<tuner::TunableParam> BackwardParams() {
@@ -97,7 +98,7 @@ std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
   if (c.size() != 4 + (c.count("kernel") ? 1u : 0u))
     return "forward config needs exactly block_m, block_n, warps, stages (and optionally kernel)";
   const int kernel = Get(c, "kernel");
-  if (kernel < 0 || kernel > 4) return "kernel must be 0 .. 4";
+  if (kernel < 0 || kernel > 5) return "kernel must be 0 .. 5";
   if ((p.seq_kv + bn - 1) / bn > dflash_attn::kMaxTiles) return "seq_kv exceeds the tile-class table (" + std::to_string(dflash_attn::kMaxTiles) + " kv tiles)";
   if (IsHopperTier(c)) {
     if (w != 4) return "the wgmma kernel has one warpgroup per 64 query rows: warps must be 4";
@@ -108,8 +109,8 @@ std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
     if (IsWarpSpecialisedForward(c) && bm != 128) return "the warp-specialised kernel has two consumer warpgroups: block_m 128";
     if (IsWarpSpecialisedForward(c) && st != 2 && st != 3) return "the warp-specialised kernel takes stages 2 or 3";
     // Per thread: O (head_dim / 2 fp32), S (block_n / 2; twice with kernel 2), P (block_n / 4 bf16 pairs; twice with
-    // kernel 4).
-    const int regs = static_cast<int>(p.head_dim) / 2 + (kernel == 2 ? 2 : 1) * bn / 2 + (kernel == 4 ? 2 : 1) * bn / 4;
+    // kernels 4 and 5).
+    const int regs = static_cast<int>(p.head_dim) / 2 + (kernel == 2 ? 2 : 1) * bn / 2 + (kernel >= 4 ? 2 : 1) * bn / 4;
     if (regs > 224) return "accumulators need " + std::to_string(regs) + " registers per thread (> 224): would spill";
     if (ForwardSmemBytes(c, p) > 227 * 1024) return "shared memory exceeds 227 KiB";
     return "";

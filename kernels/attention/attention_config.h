@@ -47,10 +47,10 @@ std::string BackwardInvalidReason(const tuner::Config& config, const ProblemSpec
 // largest divisor of heads_kv whose Q / dO (/ dQ accumulator) rows fit 32 MiB, at least 1.
 int BackwardHeadsPerGroup(const tuner::Config& config, const ProblemSpec& problem);
 
-// True for a config of the Hopper tier (forward kernel 1 .. 4, backward kernel 1: compiled for sm_90a only, from
+// True for a config of the Hopper tier (forward kernel 1 .. 5, backward kernel 1: compiled for sm_90a only, from
 // attention_kernels_sm90a.cu).
 bool IsHopperTier(const tuner::Config& config);
-// True for a forward config of the warp-specialised kernel (kernel 3 or 4: AttnFwdTma, tensor maps, 384 threads).
+// True for a forward config of the warp-specialised kernel (kernel 3, 4 or 5: AttnFwdTma, tensor maps, 384 threads).
 bool IsWarpSpecialisedForward(const tuner::Config& config);
 // Dynamic shared memory of the forward config's kernel for the problem's head dim (bytes).
 int ForwardSmemBytes(const tuner::Config& config, const ProblemSpec& problem);

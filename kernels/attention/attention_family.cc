@@ -33,8 +33,10 @@ class AttentionFamily final : public kernels::SpecFamily<ProblemSpec> {
   // (1 stage) for the sliding layers, after the Hopper tier's wgmma backward at 64 x 128 and 64 x 64 (2 stages).
   std::vector<tuner::Config> SeedConfigs(const tuner::Problem&) const override {
     if (dir_ == Direction::kForward)
-      return {{{"block_m", 128}, {"block_n", 128}, {"warps", 4}, {"stages", 2}, {"kernel", 4}},
-              {{"block_m", 128}, {"block_n", 128}, {"warps", 4}, {"stages", 2}, {"kernel", 3}},
+      return {{{"block_m", 128}, {"block_n", 128}, {"warps", 4}, {"stages", 2}, {"kernel", 3}},
+              {{"block_m", 128}, {"block_n", 128}, {"warps", 4}, {"stages", 2}, {"kernel", 5}},
+              {{"block_m", 128}, {"block_n", 128}, {"warps", 4}, {"stages", 2}, {"kernel", 4}},
+              {{"block_m", 128}, {"block_n", 64}, {"warps", 4}, {"stages", 2}, {"kernel", 3}},
               {{"block_m", 128}, {"block_n", 128}, {"warps", 4}, {"stages", 3}, {"kernel", 2}},
               {{"block_m", 128}, {"block_n", 128}, {"warps", 4}, {"stages", 2}, {"kernel", 1}},
               {{"block_m", 128}, {"block_n", 64}, {"warps", 4}, {"stages", 2}, {"kernel", 0}}};

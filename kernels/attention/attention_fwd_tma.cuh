@@ -4,14 +4,15 @@
 // with FlashAttention-3's division of labour:
 //   - warpgroup 0 is the producer: after setmaxnreg gives its registers away, one thread issues every copy, Q once
 //     and the K and V tiles of each non-empty kv tile into a ring of STAGES buffers, as bulk tensor copies (TMA:
-//     tensor maps made on the host, attention_api.cc) that complete on the buffer's "full" mbarrier;
+//     tensor maps made on the host, attention_api.cc) that complete on the buffer's "full" mbarriers (K, V);
 //   - warpgroups 1 and 2 are the consumers (64 query rows each, 240 registers): they wait on "full", run
-//     S = Q K^T and O += P V on wgmma straight from the copied tiles, and release the buffer on its "empty"
-//     mbarrier; no block barrier after the start, so neither consumer ever waits for the other.
+//     S = Q K^T and O += P V on wgmma straight from the copied tiles, and release K and V on their "empty"
+//     mbarriers; no block barrier after the start, so neither consumer ever waits for the other.
 //   PIPE 0 (config kernel 3): per kv tile S, wait, softmax, PV, wait.
 //   PIPE 1 (config kernel 4): the softmax of the next tile overlaps this tile's PV on the tensor cores: the
 //     warpgroup issues S(t+1), then O += P(t) V(t), waits for S(t+1) only, masks and exponentiates it into a second
 //     P, then waits for the PV and rescales O.
+//   PIPE 2 (config kernel 5): PIPE 1 with the two consumers issuing their products in turns (ping-pong).
 // The tiles land in the 128-byte swizzled layout of wgmma.cuh (tma.cuh says why the two agree); rows past the
 // tensor's end are zero-filled by the copy engine.
 // Who may include it: attention_kernels_sm90a.cu (NVRTC, sm_90a only). Thread-safety: n/a (device code).
@@ -40,7 +41,8 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
   static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
   static_assert(BN == 64 || BN == 128, "kv tile of 64 or 128 rows (the S product's N)");
   static_assert(STAGES >= 2 && STAGES <= 4, "two to four kv buffers");
-  static_assert(PIPE == 0 || PIPE == 1, "PIPE 0 or 1");
+  static_assert(PIPE >= 0 && PIPE <= 2, "PIPE 0, 1 or 2");
+  constexpr bool kPingPong = PIPE == 2;
   constexpr unsigned kTileBytes = BN * D * 2;
 
   extern __shared__ __align__(1024) unsigned char smem[];  // swizzled tiles start 1024-byte aligned
@@ -49,10 +51,14 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
   bf16* sV = sK + STAGES * BN * D;
   RowSpan* sSpan = reinterpret_cast<RowSpan*>(sV + STAGES * BN * D);
   unsigned char* sCls = reinterpret_cast<unsigned char*>(sSpan + BM);
-  // mbarriers: Q landed; per buffer "full" (its K and V landed) and "empty" (every consumer warp is done with it).
+  // mbarriers: Q landed; per buffer, K and V each "full" (landed) and "empty" (every consumer warp is done with it):
+  // K and V of one buffer are released apart, K as soon as S is done (kernel 4 holds K of the next tile and V of
+  // this one at the same time, so with one barrier per buffer two buffers could not keep a copy in flight).
   const unsigned bar_q = smem_addr(sCls + kMaxTiles);
-  auto bar_full = [&](int s) { return bar_q + 8u * (1 + s); };
-  auto bar_empty = [&](int s) { return bar_q + 8u * (1 + STAGES + s); };
+  auto bar_full_k = [&](int s) { return bar_q + 8u * (1 + s); };
+  auto bar_full_v = [&](int s) { return bar_q + 8u * (1 + STAGES + s); };
+  auto bar_empty_k = [&](int s) { return bar_q + 8u * (1 + 2 * STAGES + s); };
+  auto bar_empty_v = [&](int s) { return bar_q + 8u * (1 + 3 * STAGES + s); };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int b = ScheduledBatch(), h = ScheduledHead();
@@ -67,8 +73,10 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
   if (tid == 0) {
     mbarrier_init(bar_q, 1);
     for (int s = 0; s < STAGES; ++s) {
-      mbarrier_init(bar_full(s), 1);
-      mbarrier_init(bar_empty(s), 2 * 4);  // one arrival per consumer warp
+      mbarrier_init(bar_full_k(s), 1);
+      mbarrier_init(bar_full_v(s), 1);
+      mbarrier_init(bar_empty_k(s), 2 * 4);  // one arrival per consumer warp
+      mbarrier_init(bar_empty_v(s), 2 * 4);
     }
     fence_mbarrier_init();
   }
@@ -89,13 +97,16 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
     unsigned phase = 0;  // parity of the current round of the ring
     bool first_round = true;
     for (int t = NextNonEmpty(sCls, 0, nkt, kMaxTiles); t < nkt; t = NextNonEmpty(sCls, t + 1, nkt, kMaxTiles)) {
-      if (!first_round) mbarrier_wait(bar_empty(stage), phase ^ 1);  // the consumers released the last round's tile
-      mbarrier_arrive_expect_tx(bar_full(stage), 2 * kTileBytes);
+      if (!first_round) mbarrier_wait(bar_empty_k(stage), phase ^ 1);  // the consumers released the last round's K
+      mbarrier_arrive_expect_tx(bar_full_k(stage), kTileBytes);
 #pragma unroll
-      for (int cb = 0; cb < D / 64; ++cb) {
-        tma_load_4d(k_addr + stage * kTileBytes + cb * BN * 128, &maps.k, bar_full(stage), cb * 64, t * BN, hk, b);
-        tma_load_4d(v_addr + stage * kTileBytes + cb * BN * 128, &maps.v, bar_full(stage), cb * 64, t * BN, hk, b);
-      }
+      for (int cb = 0; cb < D / 64; ++cb)
+        tma_load_4d(k_addr + stage * kTileBytes + cb * BN * 128, &maps.k, bar_full_k(stage), cb * 64, t * BN, hk, b);
+      if (!first_round) mbarrier_wait(bar_empty_v(stage), phase ^ 1);
+      mbarrier_arrive_expect_tx(bar_full_v(stage), kTileBytes);
+#pragma unroll
+      for (int cb = 0; cb < D / 64; ++cb)
+        tma_load_4d(v_addr + stage * kTileBytes + cb * BN * 128, &maps.v, bar_full_v(stage), cb * 64, t * BN, hk, b);
       if (++stage == STAGES) {
         stage = 0;
         phase ^= 1;
@@ -121,11 +132,15 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
 
   if constexpr (PIPE == 0) {
     while (t < nkt) {
-      mbarrier_wait(bar_full(stage), phase);
+      mbarrier_wait(bar_full_k(stage), phase);
+      mbarrier_wait(bar_full_v(stage), phase);
       TileStep<D, BM, BN>(o, mrow, lrow, pk, q_addr, cwg, k_addr + stage * kTileBytes, v_addr + stage * kTileBytes,
                           sCls[t] != kTileFull, sSpan, row_in_tile, t, lane, scale_log2);
       wgmma_fence_operand(pk);
-      if (lane == 0) mbarrier_arrive(bar_empty(stage));
+      if (lane == 0) {
+        mbarrier_arrive(bar_empty_k(stage));
+        mbarrier_arrive(bar_empty_v(stage));
+      }
       t = NextNonEmpty(sCls, t + 1, nkt, kMaxTiles);
       if (++stage == STAGES) {
         stage = 0;
@@ -135,10 +150,11 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
   } else {
     float s[BN / 2];
     if (t < nkt) {  // S and P of the first tile (O is still zero: nothing to rescale)
-      mbarrier_wait(bar_full(stage), phase);
+      mbarrier_wait(bar_full_k(stage), phase);
       IssueQkT<D, BM, BN>(s, q_addr, cwg, k_addr + stage * kTileBytes);
       wgmma_wait_group<0>();
       wgmma_fence_operand(s);
+      if (lane == 0) mbarrier_arrive(bar_empty_k(stage));
       if (sCls[t] != kTileFull) MaskPartialTile<BN>(s, sSpan, row_in_tile, t, lane);
 #pragma unroll
       for (int hr = 0; hr < 2; ++hr) SoftmaxRow<BN>(s, hr, mrow, lrow, pk, scale_log2);
@@ -149,15 +165,24 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
     // C7513).
     int tn = t < nkt ? NextNonEmpty(sCls, t + 1, nkt, kMaxTiles) : nkt;
     unsigned pn[BN / 8][2];
-    // One step: PV(t) from p_cur while S(tn) is exponentiated into p_next. False when tn was the last tile.
+    // PIPE 2: the two consumers take turns issuing their products (named barriers 1 and 2, 256 threads: a
+    // warpgroup waits for its turn, issues, then gives the turn to the other), so one's softmax runs while the
+    // other's products occupy the tensor cores. Consumer 1 gives consumer 0 the first turn; both run the same
+    // number of steps, and consumer 0 takes the last turn consumer 1 hands it after the loop.
+    if (kPingPong && cwg == 1) named_barrier_arrive(1, 256);
+    // One step: PV(t) from p_cur while S(tn) is exponentiated into p_next.
     auto step = [&](unsigned (&p_cur)[BN / 8][2], unsigned (&p_next)[BN / 8][2]) {
       const int nstage = stage + 1 == STAGES ? 0 : stage + 1;
       const unsigned nphase = nstage == 0 ? phase ^ 1 : phase;
-      mbarrier_wait(bar_full(nstage), nphase);
+      mbarrier_wait(bar_full_k(nstage), nphase);
+      if (kPingPong) named_barrier_sync(1 + cwg, 256);
       IssueQkT<D, BM, BN>(s, q_addr, cwg, k_addr + nstage * kTileBytes);  // S(tn) first, then this tile's PV
+      mbarrier_wait(bar_full_v(stage), phase);
       IssuePv<D, BN>(o, p_cur, v_addr + stage * kTileBytes);
+      if (kPingPong) named_barrier_arrive(2 - cwg, 256);
       wgmma_wait_group<1>();  // S(tn) is done; PV(t) may still run while it is exponentiated
       wgmma_fence_operand(s);
+      if (lane == 0) mbarrier_arrive(bar_empty_k(nstage));
       if (sCls[tn] != kTileFull) MaskPartialTile<BN>(s, sSpan, row_in_tile, tn, lane);
       float alpha[2];
 #pragma unroll
@@ -165,7 +190,7 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
       wgmma_wait_group<0>();
       wgmma_fence_operand(o);
       wgmma_fence_operand(p_cur);  // PV(t) read p_cur until the wait
-      if (lane == 0) mbarrier_arrive(bar_empty(stage));
+      if (lane == 0) mbarrier_arrive(bar_empty_v(stage));
 #pragma unroll
       for (int hr = 0; hr < 2; ++hr) RescaleRow<D>(o, hr, alpha[hr]);
       t = tn;
@@ -181,7 +206,9 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
       step(pn, pk);
       in_pk = true;
     }
+    if (kPingPong && cwg == 0) named_barrier_sync(1, 256);
     if (t < nkt) {  // the last tile's PV
+      mbarrier_wait(bar_full_v(stage), phase);
       if (in_pk) IssuePv<D, BN>(o, pk, v_addr + stage * kTileBytes);
       else IssuePv<D, BN>(o, pn, v_addr + stage * kTileBytes);
       wgmma_wait_group<0>();

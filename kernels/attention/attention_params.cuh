@@ -107,10 +107,10 @@ constexpr int kMaxTiles = 1024;
 DFLASH_HD constexpr int FwdSmemBytes(int d, int bm, int bn, int stages) {
   return (bm * d + 2 * stages * bn * d) * 2 + bm * 16 + kMaxTiles;
 }
-// Warp-specialised forward (AttnFwdTma, block_m 128): FwdSmemBytes's buffers, then its mbarriers (Q; full and
-// empty per kv buffer).
+// Warp-specialised forward (AttnFwdTma, block_m 128): FwdSmemBytes's buffers, then its mbarriers (Q; K and V full
+// and empty per kv buffer).
 DFLASH_HD constexpr int FwdTmaSmemBytes(int d, int bn, int stages) {
-  return FwdSmemBytes(d, 128, bn, stages) + 8 * (1 + 2 * stages);
+  return FwdSmemBytes(d, 128, bn, stages) + 8 * (1 + 4 * stages);
 }
 // Backward dK/dV kernel (AttnBwdKv; AttnBwdWgmma too): K, V tiles; Q, dO tiles per stage; the dS tile; per-row
 // LSE, delta, row spans.

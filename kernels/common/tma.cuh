@@ -83,9 +83,13 @@ __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
 }
 
-// Barrier of `threads` threads (a multiple of 32) on named barrier `id` (1..15; 0 is __syncthreads').
+// Named barriers (id 1..15; 0 is __syncthreads') of `threads` threads (a multiple of 32): sync waits until
+// `threads` have arrived or synced, arrive counts this warp's threads without waiting.
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 }  // namespace dflash_ptx
