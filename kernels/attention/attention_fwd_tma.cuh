@@ -10,8 +10,8 @@
 //     mbarriers; no block barrier after the start, so neither consumer ever waits for the other.
 //   PIPE 0 (config kernel 3): per kv tile S, wait, softmax, PV, wait.
 //   PIPE 1 (config kernel 4): the softmax of the next tile overlaps this tile's PV on the tensor cores: the
-//     warpgroup issues S(t+1), rescales O while it runs, issues O += P(t) V(t), waits for S(t+1) only, masks and
-//     exponentiates it into a second P (its row factor is O's next rescale), then waits for the PV.
+//     warpgroup issues S(t+1), rescales O while it runs (head dim <= 128), issues O += P(t) V(t), waits for S(t+1)
+//     only, masks and exponentiates it into a second P (its row factor is O's next rescale), then waits for the PV.
 //   PIPE 2 (config kernel 5): PIPE 1 with the two consumers issuing their products in turns (ping-pong).
 // The tiles land in the 128-byte swizzled layout of wgmma.cuh (tma.cuh says why the two agree); rows past the
 // tensor's end are zero-filled by the copy engine.
@@ -159,7 +159,11 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
 #pragma unroll
       for (int hr = 0; hr < 2; ++hr) SoftmaxRow<BN>(s, hr, mrow, lrow, pk, scale_log2);
     }
-    float alpha[2] = {1.f, 1.f};  // O's pending rescale: applied while the next S is on the tensor cores
+    // O's pending rescale, applied while the next S is on the tensor cores (FA3's order); at head dim 256 that
+    // holds O (128 registers) live across the S issue and spilled 16 B (kernel 5), so there O is rescaled after the
+    // PV's wait instead.
+    constexpr bool kRescaleUnderS = D <= 128;
+    float alpha[2] = {1.f, 1.f};
     // Every step issues S(tn) and PV(t) unconditionally (the last tile's PV is peeled off below), and P alternates
     // between two register arrays (the loop runs two steps a pass): with a product issued on one path only, or P
     // copied back into the array the next PV reads, ptxas serialises every wgmma of the kernel (advisories C7514,
@@ -178,8 +182,10 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
       mbarrier_wait(bar_full_k(nstage), nphase);
       if (kPingPong) named_barrier_sync(1 + cwg, 256);
       IssueQkT<D, BM, BN>(s, q_addr, cwg, k_addr + nstage * kTileBytes);  // S(tn) first, then this tile's PV
+      if constexpr (kRescaleUnderS) {
 #pragma unroll
-      for (int hr = 0; hr < 2; ++hr) RescaleRow<D>(o, hr, alpha[hr]);  // the rescale P(t) was computed against
+        for (int hr = 0; hr < 2; ++hr) RescaleRow<D>(o, hr, alpha[hr]);  // the rescale P(t) was computed against
+      }
       mbarrier_wait(bar_full_v(stage), phase);
       IssuePv<D, BN>(o, p_cur, v_addr + stage * kTileBytes);
       if (kPingPong) named_barrier_arrive(2 - cwg, 256);
@@ -193,6 +199,10 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
       wgmma_fence_operand(o);
       wgmma_fence_operand(p_cur);  // PV(t) read p_cur until the wait
       if (lane == 0) mbarrier_arrive(bar_empty_v(stage));
+      if constexpr (!kRescaleUnderS) {
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) RescaleRow<D>(o, hr, alpha[hr]);
+      }
       t = tn;
       tn = NextNonEmpty(sCls, t + 1, nkt, kMaxTiles);
       stage = nstage;
@@ -209,8 +219,10 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
     if (kPingPong && cwg == 0) named_barrier_sync(1, 256);
     if (t < nkt) {  // the last tile's PV
       mbarrier_wait(bar_full_v(stage), phase);
+      if constexpr (kRescaleUnderS) {
 #pragma unroll
-      for (int hr = 0; hr < 2; ++hr) RescaleRow<D>(o, hr, alpha[hr]);
+        for (int hr = 0; hr < 2; ++hr) RescaleRow<D>(o, hr, alpha[hr]);
+      }
       if (in_pk) IssuePv<D, BN>(o, pk, v_addr + stage * kTileBytes);
       else IssuePv<D, BN>(o, pn, v_addr + stage * kTileBytes);
       wgmma_wait_group<0>();
