@@ -5,13 +5,15 @@
 // dO in the 128-byte swizzled layout (Sw128TileCopy). Per item, each warpgroup:
 //  1. S^T = K Q^T and dP^T = V dO^T (m64 n{BM}, A = its 64 K / V rows, B = the Q / dO tile, all from shared memory,
 //     two commit groups: P^T = exp2(S^T - LSE) is computed while dP^T is still on the tensor cores);
-//  2. dS^T = P^T (dP^T - delta); dS^T (bf16) goes to shared memory as a [kv][query] tile;
-//  3. dV += P^T dO and dK += dS^T Q with P^T and dS^T as register A operands (the accumulator layout is the A
-//     fragment's) and dO / Q MN-major; dK, dV stay in registers for the whole block (reduced over the GQA group,
-//     written once, no atomics);
+//  2. dV += P^T dO (P^T as the register A operand: the accumulator layout is the A fragment's; dO MN-major), issued
+//     as soon as P^T is packed at BM 64, so it runs under dP^T's tail and the dS^T arithmetic (after it at BM 128);
+//  3. dS^T = P^T (dP^T - delta); dS^T (bf16) goes to shared memory as a [kv][query] tile;
 //  4. after a block barrier (dS^T of every warpgroup), dQ_accum += dS K: A = dS^T read transposed (MN-major), B = K
 //     MN-major, 64-column passes; warpgroup w takes query half w % (BM / 64) and its share of the head-dim columns;
-//     8-byte fp32 reductions into DqAccumOffset's tiles.
+//     8-byte fp32 reductions into DqAccumOffset's tiles. dK += dS^T Q (register A, Q MN-major) is issued behind the
+//     first pass, so it runs under that pass's reductions and is waited for at the item's end (the walk then
+//     refills Q's buffer). dK and dV stay in registers for the whole block (reduced over the GQA group, written
+//     once, no atomics).
 // BN 64 (one warpgroup) runs two blocks per SM, so one block's softmax and reductions overlap the other's products.
 // Who may include it: attention_kernels_sm90a.cu (NVRTC, sm_90a only). Thread-safety: n/a (device code).
 #pragma once
@@ -63,7 +65,7 @@ __global__ void __launch_bounds__(BN / 64 * 128, BN == 64 ? 2 : 1) AttnBwdWgmma(
   unsigned char* sCls = reinterpret_cast<unsigned char*>(sDelta + STAGES * BM);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int wg = warp >> 2;
+  const int wg = NWG == 1 ? 0 : warp >> 2;  // constant with one warpgroup (a run-time 0 leaves the dQ passes' trip count unknown: C7518)
   const int kv_row = wg * 64 + (warp & 3) * 16 + (lane >> 2);  // this thread's kv rows: kv_row, kv_row + 8
   const int k0 = ScheduledTile<false>() * BN;
   MaskParams m = p.mask;
@@ -106,10 +108,32 @@ __global__ void __launch_bounds__(BN / 64 * 128, BN == 64 ? 2 : 1) AttnBwdWgmma(
           s[4 * j + e] = InSpan(sp, k0 + kv_row + (e >> 1) * 8) ? s[4 * j + e] : 0.f;
         }
     }
-    wgmma_wait_group<0>();
-    wgmma_fence_operand(dp);
-    // 2. dS^T = P^T (dP^T - delta); P^T and dS^T as bf16 A fragments, dS^T also to shared memory.
+    // P^T as bf16 A fragments for dV += P^T dO (MN-major dO). At BM 64 dV is issued now, running under dP^T's tail
+    // and the dS^T arithmetic; at BM 128 P^T's 32 registers beside S^T and dP^T would spill (head dim 64: 136 B),
+    // so P^T is packed with dS^T and dV issued after it.
+    constexpr bool kEarlyDv = BM == 64;
     unsigned pk[BM / 8][2], dsk[BM / 8][2];
+    auto issue_dv = [&]() {
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; ++kk) {
+        const unsigned a[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
+        WgmmaRS<D>::template Run<1>(dv, a, wgmma_desc_mn_major<BM>(do_addr, kk), 1);
+      }
+      wgmma_commit_group();
+    };
+    if constexpr (kEarlyDv) {
+#pragma unroll
+      for (int j = 0; j < BM / 8; ++j)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) pk[j][hr] = pack_bf16x2(s[4 * j + 2 * hr], s[4 * j + 2 * hr + 1]);
+      issue_dv();
+      wgmma_wait_group<1>();  // dP^T is in; dV may still run
+    } else {
+      wgmma_wait_group<0>();
+    }
+    wgmma_fence_operand(dp);
+    // 3. dS^T = P^T (dP^T - delta) as bf16 A fragments, also to shared memory (a [kv][query] tile).
 #pragma unroll
     for (int j = 0; j < BM / 8; ++j) {
       const int ql = j * 8 + (lane & 3) * 2;
@@ -118,35 +142,23 @@ __global__ void __launch_bounds__(BN / 64 * 128, BN == 64 ? 2 : 1) AttnBwdWgmma(
       for (int hr = 0; hr < 2; ++hr) {
         const float ds0 = s[4 * j + 2 * hr] * (dp[4 * j + 2 * hr] - dl.x);
         const float ds1 = s[4 * j + 2 * hr + 1] * (dp[4 * j + 2 * hr + 1] - dl.y);
-        pk[j][hr] = pack_bf16x2(s[4 * j + 2 * hr], s[4 * j + 2 * hr + 1]);
+        if constexpr (!kEarlyDv) pk[j][hr] = pack_bf16x2(s[4 * j + 2 * hr], s[4 * j + 2 * hr + 1]);
         dsk[j][hr] = pack_bf16x2(ds0, ds1);
         *reinterpret_cast<unsigned*>(reinterpret_cast<unsigned char*>(sdS) + Sw128Offset<BN>(kv_row + hr * 8, ql)) =
             dsk[j][hr];
       }
     }
     fence_proxy_async_shared();  // the dS^T stores (generic proxy) before the dQ product reads them (async proxy)
-    // 3. dV += P^T dO, dK += dS^T Q (register A, MN-major B), one commit group.
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk) {
-      const unsigned a[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
-      WgmmaRS<D>::template Run<1>(dv, a, wgmma_desc_mn_major<BM>(do_addr, kk), 1);
-    }
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk) {
-      const unsigned a[4] = {dsk[2 * kk][0], dsk[2 * kk][1], dsk[2 * kk + 1][0], dsk[2 * kk + 1][1]};
-      WgmmaRS<D>::template Run<1>(dk, a, wgmma_desc_mn_major<BM>(q_addr, kk), 1);
-    }
-    wgmma_commit_group();
-    wgmma_fence_operand(dv);
-    wgmma_fence_operand(dk);
+    if constexpr (!kEarlyDv) issue_dv();
     __syncthreads();  // dS^T of every warpgroup is in shared memory
     // 4. dQ_accum += dS K in m64n64 passes.
     const int mh = wg % MH;
     const int qr = item.q0 + mh * 64 + (warp & 3) * 16 + (lane >> 2);  // this thread's first dQ row (+ 8 hr)
     float* dq_bh = p.dq_accum + (WidenNonNeg(BwdBlockBatch()) * p.heads_q + item.h) * DqAccumRows(Sq) * D;
-#pragma unroll 1
-    for (int c0 = (wg / MH) * DQ_COLS; c0 < (wg / MH + 1) * DQ_COLS; c0 += 64) {
+    const int cw = (wg / MH) * DQ_COLS;  // the warpgroup's first dQ column
+#pragma unroll
+    for (int pass = 0; pass < DQ_COLS / 64; ++pass) {
+      const int c0 = cw + pass * 64;
       float acc[32];
       wgmma_fence();
 #pragma unroll
@@ -154,13 +166,25 @@ __global__ void __launch_bounds__(BN / 64 * 128, BN == 64 ? 2 : 1) AttnBwdWgmma(
         WgmmaSS<64>::template Run<1, 1>(acc, wgmma_desc_mn_major<BN>(ds_addr + mh * BN * 128, kk),
                                         wgmma_desc_mn_major<BN>(k_addr + (c0 / 64) * BN * 128, kk), kk > 0);
       wgmma_commit_group();
-      wgmma_wait_group<0>();
+      if (pass == 0) {
+        // 3b. dK += dS^T Q (register A, MN-major B), issued behind the first dQ pass: it runs under its reductions.
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; ++kk) {
+          const unsigned a[4] = {dsk[2 * kk][0], dsk[2 * kk][1], dsk[2 * kk + 1][0], dsk[2 * kk + 1][1]};
+          WgmmaRS<D>::template Run<1>(dk, a, wgmma_desc_mn_major<BM>(q_addr, kk), 1);
+        }
+        wgmma_commit_group();
+        wgmma_wait_group<1>();  // dV and this dQ pass are done; dK may still run
+      } else {
+        wgmma_wait_group<0>();
+      }
       wgmma_fence_operand(acc);
       float* dst = dq_bh + DqAccumOffset(qr, c0 + (lane & 3) * 2, D);
       if (item.q0 + BM <= Sq) BwdWgmmaAddDq<D, false>(dst, acc, qr, Sq);
       else BwdWgmmaAddDq<D, true>(dst, acc, qr, Sq);
     }
-    // dV / dK are complete (every pass's wait covers their group): pk and dsk may be reused from here.
+    // dK done before the walk refills this item's Q buffer; pk and dsk may be reused from here.
+    wgmma_wait_group<0>();
     wgmma_fence_operand(pk);
     wgmma_fence_operand(dsk);
     wgmma_fence_operand(dv);

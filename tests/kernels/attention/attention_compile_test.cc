@@ -80,11 +80,9 @@ Outcome CompileOne(const tuner::KernelFamily& family, const tuner::Config& confi
 }
 
 // `doc_bound`: the packed-rows problem, whose kernels are the document-bound instantiations. On sm_90a only the
-// Hopper tier is compiled (the portable configs are the sm_90 code, compiled there) and its SASS must hold HGMMA;
-// `unserialized`: and ptxas must not have serialised its wgmma (the backward's one-warpgroup variants at head dim
-// 128, block_n 64, are: "program dependence on compiler-inserted WG.DP in divergent path"; never a tuned winner).
-void CompileWholeSpace(const tuner::KernelFamily& family, const std::string& arch, bool doc_bound = false,
-                       bool unserialized = true) {
+// Hopper tier is compiled (the portable configs are the sm_90 code, compiled there) and its SASS must hold HGMMA
+// and ptxas must not have serialised its wgmma (the advisories C7510-C7520).
+void CompileWholeSpace(const tuner::KernelFamily& family, const std::string& arch, bool doc_bound = false) {
   tuner::Problem problem = Problem("dflash_full", 128, 8192, 16384);
   if (doc_bound) problem["doc_bound"] = true;
   const tuner::Problem bucket = *family.Bucket(problem);
@@ -110,7 +108,7 @@ void CompileWholeSpace(const tuner::KernelFamily& family, const std::string& arc
     if (!o.status.ok()) continue;
     if (arch == "sm_90a") {
       EXPECT_GT(o.hgmma, 0) << o.label << ": no HGMMA in the SASS of a Hopper-tier variant";
-      if (unserialized) EXPECT_EQ(o.serialized, "") << o.label;
+      EXPECT_EQ(o.serialized, "") << o.label;
     }
     if (o.prune_reason.empty()) {
       ++runnable;
@@ -166,8 +164,8 @@ TEST(AttentionCompile, EveryHopperTierForwardConfigCompilesForSm90aWithHgmma) {
   CompileWholeSpace(ForwardFamily(), "sm_90a", true);
 }
 TEST(AttentionCompile, EveryHopperTierBackwardConfigCompilesForSm90aWithHgmma) {
-  CompileWholeSpace(BackwardFamily(), "sm_90a", false, false);
-  CompileWholeSpace(BackwardFamily(), "sm_90a", true, false);
+  CompileWholeSpace(BackwardFamily(), "sm_90a");
+  CompileWholeSpace(BackwardFamily(), "sm_90a", true);
 }
 TEST(AttentionCompile, EveryBackwardConfigCompilesForSm90) { CompileWholeSpace(BackwardFamily(), "sm_90"); }
 TEST(AttentionCompile, EveryBackwardConfigCompilesForSm120) { CompileWholeSpace(BackwardFamily(), "sm_120"); }
