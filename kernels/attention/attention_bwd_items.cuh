@@ -176,10 +176,30 @@ __device__ __forceinline__ BwdWalkPos BwdAdvance(BwdWalkPos pos, int nqt, int qt
   return ++pos.qt == nqt ? BwdWalkPos{pos.gi + 1, qt_first} : pos;
 }
 
+// The next item's copies, which a PREFETCH_IN_BODY body starts (see BwdForEachItem); with one buffer, or no next
+// item, it does nothing.
+template <int D, int BM, int NT, bool FULL_TILE_PATH, typename TileCopy>
+struct BwdPrefetch {
+  const AttnParams& p;
+  const MaskParams& m;
+  const BwdItemBuffers& buf;
+  int h, qt, stage, tid;
+  bool issue;
+  __device__ __forceinline__ void operator()() const {
+    if (issue) BwdLoadItem<D, BM, NT, FULL_TILE_PATH, TileCopy>(p, m, buf, h, qt, stage, tid);
+  }
+};
+
 // Visits the block's non-empty items (the query heads of kv head BwdBlockHead()) in order: body(const BwdItem&)
 // runs after a barrier that makes the item's buffers visible, and is followed by a barrier after which its buffers
 // may be refilled. All threads call it, after BwdLoadKvAndClassify. FULL_TILE_PATH: see BwdLoadItem.
-template <int D, int BM, int NT, int STAGES, bool FULL_TILE_PATH, typename TileCopy = SwzTileCopy, typename Body>
+// PREFETCH_IN_BODY: body(item, prefetch) must call prefetch() (a BwdPrefetch) once, in every thread (the Hopper
+// kernel does so right after issuing its first products, so the copies' issue runs under them). With STAGES 2 it
+// starts the next item's copies into the other buffer, which the barrier before this item freed (every thread had
+// finished the previous body), so the walk keeps one barrier per item instead of two; with STAGES 1 it does
+// nothing and the walk is unchanged.
+template <int D, int BM, int NT, int STAGES, bool FULL_TILE_PATH, typename TileCopy = SwzTileCopy,
+          bool PREFETCH_IN_BODY = false, typename Body>
 __device__ __forceinline__ void BwdForEachItem(const AttnParams& p, const MaskParams& m, const BwdItemBuffers& buf,
                                                int tid, Body&& body) {
   static_assert(STAGES == 1 || STAGES == 2, "1 or 2 query-tile buffers");
@@ -191,7 +211,7 @@ __device__ __forceinline__ void BwdForEachItem(const AttnParams& p, const MaskPa
   int stage = 0;
   while (it.gi < G) {
     const BwdWalkPos itn = BwdNextNonEmpty(buf.cls, BwdAdvance(it, nqt, qt_first), G, nqt);
-    if (STAGES > 1 && itn.gi < G) {
+    if ((!PREFETCH_IN_BODY || STAGES == 1) && STAGES > 1 && itn.gi < G) {
       BwdLoadItem<D, BM, NT, FULL_TILE_PATH, TileCopy>(p, m, buf, h0 + itn.gi, itn.qt, stage ^ 1, tid);
       cp_async_wait_group<1>();
     } else {
@@ -203,9 +223,16 @@ __device__ __forceinline__ void BwdForEachItem(const AttnParams& p, const MaskPa
     const BwdItem item{h0 + it.gi, it.qt * BM, buf.cls[it.qt] == kTileFull,
                        buf.q + stage * BM * D, buf.dout + stage * BM * D, buf.lse + stage * BM,
                        buf.delta + stage * BM, buf.span + stage * BM};
-    body(item);
-    __syncthreads();  // this stage's buffers may be refilled now
-    if (STAGES == 1 && itn.gi < G) BwdLoadItem<D, BM, NT, FULL_TILE_PATH, TileCopy>(p, m, buf, h0 + itn.gi, itn.qt, 0, tid);
+    if constexpr (PREFETCH_IN_BODY) {
+      body(item, BwdPrefetch<D, BM, NT, FULL_TILE_PATH, TileCopy>{p, m, buf, h0 + itn.gi, itn.qt, stage ^ 1, tid,
+                                                                  STAGES > 1 && itn.gi < G});
+    } else {
+      body(item);
+    }
+    if (!PREFETCH_IN_BODY || STAGES == 1) {
+      __syncthreads();  // this stage's buffers may be refilled now
+      if (STAGES == 1 && itn.gi < G) BwdLoadItem<D, BM, NT, FULL_TILE_PATH, TileCopy>(p, m, buf, h0 + itn.gi, itn.qt, 0, tid);
+    }
     it = itn;
     stage = STAGES > 1 ? stage ^ 1 : 0;  // 0, 1, 0, ...: no signed modulo
   }

@@ -80,7 +80,11 @@ __global__ void __launch_bounds__(BN / 64 * 128, BN == 64 ? 2 : 1) AttnBwdWgmma(
   for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.f;
 
   const BwdItemBuffers buf{sQ, sdO, sLse, sDelta, sSpan, sCls};
-  BwdForEachItem<D, BM, NT, STAGES, true, Sw128TileCopy>(p, m, buf, tid, [&](const BwdItem& item) {
+  // The walk's PREFETCH_IN_BODY form: with two buffers the next item's copies are issued under S^T / dP^T and the
+  // walk keeps one barrier per item.
+  using Prefetch = BwdPrefetch<D, BM, NT, true, Sw128TileCopy>;
+  BwdForEachItem<D, BM, NT, STAGES, true, Sw128TileCopy, true>(p, m, buf, tid, [&](const BwdItem& item,
+                                                                                    const Prefetch& prefetch) {
     const unsigned q_addr = smem_addr(item.q), do_addr = smem_addr(item.dout);
     // 1. S^T and dP^T, one commit group each.
     float s[BM / 2], dp[BM / 2];
@@ -89,6 +93,7 @@ __global__ void __launch_bounds__(BN / 64 * 128, BN == 64 ? 2 : 1) AttnBwdWgmma(
     wgmma_commit_group();
     WgmmaSSKMajor<BM, BN, D / 16>(dp, v_addr, wg * 64, do_addr);
     wgmma_commit_group();
+    prefetch();  // STAGES 2: the next item's copies
     wgmma_wait_group<1>();  // S^T is in; dP^T may still run
     wgmma_fence_operand(s);
     wgmma_fence_operand(dp);
@@ -189,7 +194,7 @@ __global__ void __launch_bounds__(BN / 64 * 128, BN == 64 ? 2 : 1) AttnBwdWgmma(
     wgmma_fence_operand(dsk);
     wgmma_fence_operand(dv);
     wgmma_fence_operand(dk);
-  });  // the walk's barrier after each item also guards sdS
+  });  // sdS is rewritten only after the walk's next barrier, which every thread reaches after its dQ product
 
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
