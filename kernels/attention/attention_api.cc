@@ -127,7 +127,8 @@ Result<TmaMaps> ForwardTensorMaps(const AttentionArgs& a, const tuner::Config& c
   const ProblemSpec& p = a.problem;
   const unsigned bn = static_cast<unsigned>(config.at("block_n"));
   TmaMaps maps;
-  DFLASH_ASSIGN_OR_RETURN(maps.q, EncodeTensorMap(a.q, p.seq_q, p.heads_q, p.batch, p.head_dim, 128, "q"));
+  DFLASH_ASSIGN_OR_RETURN(maps.q, EncodeTensorMap(a.q, p.seq_q, p.heads_q, p.batch, p.head_dim,
+                                                   dflash_attn::kTmaFwdBlockM, "q"));
   DFLASH_ASSIGN_OR_RETURN(maps.k, EncodeTensorMap(a.k, p.seq_kv, p.heads_kv, p.batch, p.head_dim, bn, "k"));
   DFLASH_ASSIGN_OR_RETURN(maps.v, EncodeTensorMap(a.v, p.seq_kv, p.heads_kv, p.batch, p.head_dim, bn, "v"));
   return maps;

@@ -106,7 +106,8 @@ std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
     if (bn != 64 && bn != 128) return "the wgmma kernel needs block_n 64 or 128";
     if (kernel == 1 && st != 1 && st != 2) return "kernel 1 takes stages 1 or 2";
     if (kernel == 2 && st != 3) return "kernel 2 keeps three kv buffers: stages must be 3";
-    if (IsWarpSpecialisedForward(c) && bm != 128) return "the warp-specialised kernel has two consumer warpgroups: block_m 128";
+    if (IsWarpSpecialisedForward(c) && bm != dflash_attn::kTmaFwdBlockM)
+      return "the warp-specialised kernel has two consumer warpgroups: block_m " + std::to_string(dflash_attn::kTmaFwdBlockM);
     if (IsWarpSpecialisedForward(c) && st != 2 && st != 3) return "the warp-specialised kernel takes stages 2 or 3";
     // Per thread: O (head_dim / 2 fp32), S (block_n / 2; twice with kernel 2), P (block_n / 4 bf16 pairs; twice with
     // kernels 4 and 5).
@@ -166,7 +167,7 @@ std::vector<KernelLaunch> ForwardLaunches(const tuner::Config& c, const ProblemS
   KernelLaunch k;
   if (IsWarpSpecialisedForward(c)) {
     k.name_expression = Expr("AttnFwdTma", {d, bn, st, Get(c, "kernel") - 3, p.compiled_mask()});
-    k.threads = 3 * 128;  // producer warpgroup + two consumers (attention_fwd_tma.cuh)
+    k.threads = dflash_attn::kTmaFwdThreads;
     k.tensor_maps = true;
   } else if (IsHopperTier(c)) {
     k.name_expression = Expr("AttnFwdWgmma", {d, bm, bn, st, Get(c, "kernel") - 1, p.compiled_mask()});

@@ -29,8 +29,7 @@ struct AttnTmaMaps {
   TmaDescriptor q, k, v;
 };
 
-constexpr int kTmaFwdBlockM = 128;         // two consumer warpgroups of 64 query rows
-constexpr int kTmaFwdThreads = 3 * 128;    // producer warpgroup + two consumers
+// kTmaFwdBlockM, kTmaFwdThreads: attention_params.cuh (the host follows them).
 constexpr int kTmaFwdProducerRegs = 24;    // setmaxnreg: 128 x 24 + 256 x 240 <= 64 K registers
 constexpr int kTmaFwdConsumerRegs = 240;
 

@@ -107,10 +107,13 @@ constexpr int kMaxTiles = 1024;
 DFLASH_HD constexpr int FwdSmemBytes(int d, int bm, int bn, int stages) {
   return (bm * d + 2 * stages * bn * d) * 2 + bm * 16 + kMaxTiles;
 }
-// Warp-specialised forward (AttnFwdTma, block_m 128): FwdSmemBytes's buffers, then its mbarriers (Q; K and V full
-// and empty per kv buffer).
+// The warp-specialised forward's (AttnFwdTma) fixed block shape, which the host's launch, tensor-map boxes and
+// shared-memory size follow: two consumer warpgroups of 64 query rows and a producer warpgroup.
+constexpr int kTmaFwdBlockM = 128;
+constexpr int kTmaFwdThreads = 3 * 128;
+// AttnFwdTma: FwdSmemBytes's buffers, then its mbarriers (Q; K and V full and empty per kv buffer).
 DFLASH_HD constexpr int FwdTmaSmemBytes(int d, int bn, int stages) {
-  return FwdSmemBytes(d, 128, bn, stages) + 8 * (1 + 4 * stages);
+  return FwdSmemBytes(d, kTmaFwdBlockM, bn, stages) + 8 * (1 + 4 * stages);
 }
 // Backward dK/dV kernel (AttnBwdKv; AttnBwdWgmma too): K, V tiles; Q, dO tiles per stage; the dS tile; per-row
 // LSE, delta, row spans.
