@@ -17,6 +17,7 @@
 #include "attention_mask.cuh"
 #include "attention_mma.cuh"
 #include "attention_params.cuh"
+#include "attention_query_block.cuh"
 #include "attention_schedule.cuh"
 
 namespace dflash_attn {
@@ -264,12 +265,10 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdDq(const AttnParams p) {
   unsigned char* sCls = reinterpret_cast<unsigned char*>(sV + STAGES * BN * D);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int b = ScheduledBatch(), h = ScheduledHead();
-  const int q0 = ScheduledTile<true>() * BM;
-  MaskParams m = p.mask;
-  SpecialiseMask<MASK>(m);
+  int b, h, q0, hk;
+  MaskParams m;
+  ScheduledQueryTile<BM, MASK>(p, b, h, q0, hk, m);
   const int Sq = m.seq_q, Skv = m.seq_kv;
-  const int hk = h / (p.heads_q / p.heads_kv);
   const float scale_log2 = p.scale * kLog2e;
   const bf16* Kg = static_cast<const bf16*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride;
   const bf16* Vg = static_cast<const bf16*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride;

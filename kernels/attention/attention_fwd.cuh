@@ -10,6 +10,7 @@
 #include "attention_mask.cuh"
 #include "attention_mma.cuh"
 #include "attention_params.cuh"
+#include "attention_query_block.cuh"
 #include "attention_schedule.cuh"
 
 namespace dflash_attn {
@@ -26,19 +27,16 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnFwd(const AttnParams p) {
   static_assert(STAGES == 1 || STAGES == 2, "1 or 2 kv buffers");
 
   extern __shared__ __align__(1024) unsigned char smem[];  // WarpGemmABt's XOR addressing: tiles 256-byte aligned
-  bf16* sQ = reinterpret_cast<bf16*>(smem);
-  bf16* sK = sQ + BM * D;
-  bf16* sV = sK + STAGES * BN * D;
-  RowSpan* sSpan = reinterpret_cast<RowSpan*>(sV + STAGES * BN * D);
-  unsigned char* sCls = reinterpret_cast<unsigned char*>(sSpan + BM);
+  const FwdSmem<D, BM, BN, STAGES> sm(smem);
+  bf16 *const sQ = sm.q, *const sK = sm.k, *const sV = sm.v;
+  RowSpan* const sSpan = sm.span;
+  unsigned char* const sCls = sm.cls;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int b = ScheduledBatch(), h = ScheduledHead();
-  const int q0 = ScheduledTile<true>() * BM;
-  MaskParams m = p.mask;
-  SpecialiseMask<MASK>(m);
+  int b, h, q0, hk;
+  MaskParams m;
+  ScheduledQueryTile<BM, MASK>(p, b, h, q0, hk, m);
   const int Sq = m.seq_q, Skv = m.seq_kv;
-  const int hk = h / (p.heads_q / p.heads_kv);
   const float scale_log2 = p.scale * kLog2e;
 
   const bf16* Qg = static_cast<const bf16*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride + q0 * p.q_seq_stride;

@@ -45,11 +45,10 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
   constexpr unsigned kTileBytes = BN * D * 2;
 
   extern __shared__ __align__(1024) unsigned char smem[];  // swizzled tiles start 1024-byte aligned
-  bf16* sQ = reinterpret_cast<bf16*>(smem);
-  bf16* sK = sQ + BM * D;
-  bf16* sV = sK + STAGES * BN * D;
-  RowSpan* sSpan = reinterpret_cast<RowSpan*>(sV + STAGES * BN * D);
-  unsigned char* sCls = reinterpret_cast<unsigned char*>(sSpan + BM);
+  const FwdSmem<D, BM, BN, STAGES> sm(smem);
+  bf16 *const sQ = sm.q, *const sK = sm.k, *const sV = sm.v;
+  RowSpan* const sSpan = sm.span;
+  unsigned char* const sCls = sm.cls;
   // mbarriers: Q landed; per buffer, K and V each "full" (landed) and "empty" (every consumer warp is done with it):
   // K and V of one buffer are released apart, K as soon as S is done (kernel 4 holds K of the next tile and V of
   // this one at the same time, so with one barrier per buffer two buffers could not keep a copy in flight).
@@ -60,12 +59,10 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
   auto bar_empty_v = [&](int s) { return bar_q + 8u * (1 + 3 * STAGES + s); };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int b = ScheduledBatch(), h = ScheduledHead();
-  const int q0 = ScheduledTile<true>() * BM;
-  MaskParams m = p.mask;
-  SpecialiseMask<MASK>(m);
+  int b, h, q0, hk;
+  MaskParams m;
+  ScheduledQueryTile<BM, MASK>(p, b, h, q0, hk, m);
   const int Sq = m.seq_q, Skv = m.seq_kv;
-  const int hk = h / (p.heads_q / p.heads_kv);
   const int nkt = (Skv + BN - 1) / BN;
   const unsigned q_addr = smem_addr(sQ), k_addr = smem_addr(sK), v_addr = smem_addr(sV);
 

@@ -17,6 +17,7 @@
 #include "attention_mask.cuh"
 #include "attention_mma.cuh"
 #include "attention_params.cuh"
+#include "attention_query_block.cuh"
 #include "attention_schedule.cuh"
 #include "attention_sw128.cuh"
 #include "wgmma.cuh"
@@ -154,21 +155,18 @@ __global__ void __launch_bounds__(BM / 64 * 128, 1) AttnFwdWgmma(const AttnParam
                 "PIPE 0 with 1 or 2 kv buffers, PIPE 1 with 3");
 
   extern __shared__ __align__(1024) unsigned char smem[];  // swizzled tiles start 1024-byte aligned
-  bf16* sQ = reinterpret_cast<bf16*>(smem);
-  bf16* sK = sQ + BM * D;
-  bf16* sV = sK + STAGES * BN * D;
-  RowSpan* sSpan = reinterpret_cast<RowSpan*>(sV + STAGES * BN * D);
-  unsigned char* sCls = reinterpret_cast<unsigned char*>(sSpan + BM);
+  const FwdSmem<D, BM, BN, STAGES> sm(smem);
+  bf16 *const sQ = sm.q, *const sK = sm.k, *const sV = sm.v;
+  RowSpan* const sSpan = sm.span;
+  unsigned char* const sCls = sm.cls;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wg = warp >> 2;                                          // rows [64 wg, 64 wg + 64) of the tile
   const int row_in_tile = wg * 64 + (warp & 3) * 16 + (lane >> 2);  // + 8 hr
-  const int b = ScheduledBatch(), h = ScheduledHead();
-  const int q0 = ScheduledTile<true>() * BM;
-  MaskParams m = p.mask;
-  SpecialiseMask<MASK>(m);
+  int b, h, q0, hk;
+  MaskParams m;
+  ScheduledQueryTile<BM, MASK>(p, b, h, q0, hk, m);
   const int Sq = m.seq_q, Skv = m.seq_kv;
-  const int hk = h / (p.heads_q / p.heads_kv);
   const float scale_log2 = p.scale * kLog2e;
 
   const bf16* Qg = static_cast<const bf16*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride + q0 * p.q_seq_stride;

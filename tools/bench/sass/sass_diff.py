@@ -29,7 +29,8 @@ import subprocess
 import sys
 import tempfile
 
-# family group -> (kernels/ folder, main file, name expressions). Winners and neighbours of every family on the
+# family group -> (kernels/ folder, main file, name expressions[, the archs it is compiled for, whatever --arch
+# says: the Hopper tiers' translation units exist for sm_90a only]). Winners and neighbours of every family on the
 # H200 and sm_120: each template of every .cuh, both stage counts, the mask kinds (3 | 8 = 11: DFlash full with
 # the document bound), head dims 64 / 128 / 256, and the configs the family seeds.
 VARIANTS = {
@@ -61,6 +62,17 @@ VARIANTS = {
         "dflash_attn::AttnBwdKv2d<128,64,128,8,2,11>",
         "dflash_attn::AttnBwdKv2d<64,64,128,8,2,1>",
     ]),
+    "attention_sm90a": ("attention", "attention_kernels_sm90a.cu", [
+        "dflash_attn::AttnFwdTma<128,128,2,2,3>",
+        "dflash_attn::AttnFwdTma<128,128,2,1,4>",
+        "dflash_attn::AttnFwdTma<128,64,3,0,11>",
+        "dflash_attn::AttnFwdTma<256,64,2,2,1>",
+        "dflash_attn::AttnFwdWgmma<128,128,128,2,0,3>",
+        "dflash_attn::AttnFwdWgmma<128,128,64,3,1,1>",
+        "dflash_attn::AttnBwdWgmma<128,64,128,2,3>",
+        "dflash_attn::AttnBwdWgmma<128,64,64,2,4>",
+        "dflash_attn::AttnBwdWgmma<64,128,128,2,11>",
+    ], ("sm_90a",)),
     "gdn": ("gdn", "gdn_kernels.cu", [
         "gdn::gdn_chunk_prep<32, 8, true>",
         "gdn::gdn_chunk_prep<32, 4, true>",
@@ -143,7 +155,7 @@ def opcode(ins):
 
 
 def build_one(dump, nvdisasm, tree, group, arch, workdir):
-    folder, main, exprs = VARIANTS[group]
+    folder, main, exprs = VARIANTS[group][:3]
     dirs = [os.path.join(tree, "kernels", folder)]
     if os.path.isdir(os.path.join(tree, "kernels", "common")):
         dirs.append(os.path.join(tree, "kernels", "common"))
@@ -195,6 +207,7 @@ def main():
     args = ap.parse_args()
     archs = args.arch or ["sm_90", "sm_120"]
     groups = args.family or list(VARIANTS)
+    group_archs = lambda g: VARIANTS[g][3] if len(VARIANTS[g]) > 3 else archs
     nvdisasm = find_nvdisasm()
     out = args.out or tempfile.mkdtemp(prefix="sass_diff.")
     trees = {"base": os.path.abspath(args.base), "new": os.path.abspath(args.new)}
@@ -204,7 +217,7 @@ def main():
     jobs = {}
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         for g in groups:
-            for a in archs:
+            for a in group_archs(g):
                 for t, tree in trees.items():
                     jobs[(g, a, t)] = pool.submit(build_one, args.dump, nvdisasm, tree, g, a, os.path.join(out, t))
         try:
@@ -216,7 +229,7 @@ def main():
     rows, changed = [], 0
     for g in groups:
         for expr in VARIANTS[g][2]:
-            for a in archs:
+            for a in group_archs(g):
                 (bm, bres), (bsass) = results[(g, a, "base")][0][expr], results[(g, a, "base")][1]
                 (nm, nres), (nsass) = results[(g, a, "new")][0][expr], results[(g, a, "new")][1]
                 bf, nf = bsass.get(bm, []), nsass.get(nm, [])
