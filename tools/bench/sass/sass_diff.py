@@ -15,8 +15,8 @@ and arch the table says:
   differs        other instructions: instruction counts of both trees, the diff's size and the opcodes whose
                  counts changed.
 plus registers and spills of both. Exit status 0 when every kernel is identical, 1 otherwise (2 on errors).
-The whole set (88 kernels) takes about 4 minutes on 2 busy cores. Static SASS is not a timing: a kernel that differs needs a GPU
-measurement; one that is identical does not.
+The whole set (97 kernels: the Hopper group is compiled for sm_90a only) takes about 4 minutes on 2 busy cores.
+Static SASS is not a timing: a kernel that differs needs a GPU measurement; one that is identical does not.
 """
 import argparse
 import collections
