@@ -203,6 +203,7 @@ template <int D, int BM, int NT, int STAGES, bool FULL_TILE_PATH, typename TileC
 __device__ __forceinline__ void BwdForEachItem(const AttnParams& p, const MaskParams& m, const BwdItemBuffers& buf,
                                                int tid, Body&& body) {
   static_assert(STAGES == 1 || STAGES == 2, "1 or 2 query-tile buffers");
+  constexpr bool kBodyLoads = PREFETCH_IN_BODY && STAGES == 2;  // the body issues the next item's copies
   const int nqt = (m.seq_q + BM - 1) / BM, G = p.heads_q / p.heads_kv;
   const int h0 = BwdBlockHead() * G;
   BwdWalkPos it = BwdNextNonEmpty(buf.cls, BwdWalkPos{0, 0}, G, nqt);
@@ -211,7 +212,7 @@ __device__ __forceinline__ void BwdForEachItem(const AttnParams& p, const MaskPa
   int stage = 0;
   while (it.gi < G) {
     const BwdWalkPos itn = BwdNextNonEmpty(buf.cls, BwdAdvance(it, nqt, qt_first), G, nqt);
-    if ((!PREFETCH_IN_BODY || STAGES == 1) && STAGES > 1 && itn.gi < G) {
+    if (!kBodyLoads && STAGES > 1 && itn.gi < G) {
       BwdLoadItem<D, BM, NT, FULL_TILE_PATH, TileCopy>(p, m, buf, h0 + itn.gi, itn.qt, stage ^ 1, tid);
       cp_async_wait_group<1>();
     } else {
@@ -225,13 +226,14 @@ __device__ __forceinline__ void BwdForEachItem(const AttnParams& p, const MaskPa
                        buf.delta + stage * BM, buf.span + stage * BM};
     if constexpr (PREFETCH_IN_BODY) {
       body(item, BwdPrefetch<D, BM, NT, FULL_TILE_PATH, TileCopy>{p, m, buf, h0 + itn.gi, itn.qt, stage ^ 1, tid,
-                                                                  STAGES > 1 && itn.gi < G});
+                                                                  kBodyLoads && itn.gi < G});
     } else {
       body(item);
     }
-    if (!PREFETCH_IN_BODY || STAGES == 1) {
+    if (!kBodyLoads) {
       __syncthreads();  // this stage's buffers may be refilled now
-      if (STAGES == 1 && itn.gi < G) BwdLoadItem<D, BM, NT, FULL_TILE_PATH, TileCopy>(p, m, buf, h0 + itn.gi, itn.qt, 0, tid);
+      if (STAGES == 1 && itn.gi < G)
+        BwdLoadItem<D, BM, NT, FULL_TILE_PATH, TileCopy>(p, m, buf, h0 + itn.gi, itn.qt, 0, tid);
     }
     it = itn;
     stage = STAGES > 1 ? stage ^ 1 : 0;  // 0, 1, 0, ...: no signed modulo

@@ -65,7 +65,8 @@ __global__ void __launch_bounds__(BN / 64 * 128, BN == 64 ? 2 : 1) AttnBwdWgmma(
   unsigned char* sCls = reinterpret_cast<unsigned char*>(sDelta + STAGES * BM);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int wg = NWG == 1 ? 0 : warp >> 2;  // constant with one warpgroup (a run-time 0 leaves the dQ passes' trip count unknown: C7518)
+  // A constant with one warpgroup: a run-time 0 left the dQ passes' trip count unknown and ptxas serialised (C7518).
+  const int wg = NWG == 1 ? 0 : warp >> 2;
   const int kv_row = wg * 64 + (warp & 3) * 16 + (lane >> 2);  // this thread's kv rows: kv_row, kv_row + 8
   const int k0 = ScheduledTile<false>() * BN;
   MaskParams m = p.mask;

@@ -107,7 +107,8 @@ std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
     if (kernel == 1 && st != 1 && st != 2) return "kernel 1 takes stages 1 or 2";
     if (kernel == 2 && st != 3) return "kernel 2 keeps three kv buffers: stages must be 3";
     if (IsWarpSpecialisedForward(c) && bm != dflash_attn::kTmaFwdBlockM)
-      return "the warp-specialised kernel has two consumer warpgroups: block_m " + std::to_string(dflash_attn::kTmaFwdBlockM);
+      return "the warp-specialised kernel has two consumer warpgroups: block_m " +
+             std::to_string(dflash_attn::kTmaFwdBlockM);
     if (IsWarpSpecialisedForward(c) && st != 2 && st != 3) return "the warp-specialised kernel takes stages 2 or 3";
     // Per thread: O (head_dim / 2 fp32), S (block_n / 2; twice with kernel 2), P (block_n / 4 bf16 pairs; twice with
     // kernels 4 and 5).
