@@ -97,6 +97,15 @@ class KernelFamily {
     std::size_t dynamic_shared_bytes = 0;
   };
   virtual BlockShape BlockShapeOf(const Config& config, const Problem& bucket) const = 0;
+  // The launch shape of one kernel of the config (a name expression of its MakeCompileSpec), which pruning checks
+  // that kernel's registers and shared memory against; by default BlockShapeOf, the largest. A family whose
+  // kernels launch with different thread counts overrides it, so that a kernel is not pruned for another's
+  // block (a 128-thread helper beside a 384-thread kernel).
+  virtual BlockShape KernelBlockShape(const Config& config, const Problem& bucket,
+                                      const std::string& name_expression) const {
+    (void)name_expression;
+    return BlockShapeOf(config, bucket);
+  }
   // Configs that measured best on earlier runs for buckets like this one (the family's NOTES.md says where),
   // best first. The search measures those that are candidates before anything else, so a variant or time budget
   // starts from them instead of missing them by chance; configs that are invalid or pruned here are skipped.

@@ -94,8 +94,16 @@ Result<CompiledCandidate> CompileCandidate(cache::KernelCache& cache, const Kern
   const auto limits = LimitsFor(arch);
   if (!limits) return Unsupported("no limits known for " + arch);
   DFLASH_ASSIGN_OR_RETURN(auto usage, ResourcesFromJson(out.artifact.resources));
-  const auto shape = family.BlockShapeOf(config, bucket);
+  // Each kernel against its own launch shape (the artifact maps name expressions to the lowered names of `usage`).
+  std::map<std::string, std::string> expression_of;
+  const nlohmann::json names = nlohmann::json::parse(out.artifact.kernel_names, nullptr, false);
+  if (names.is_object())
+    for (const auto& [expr, lowered] : names.items())
+      if (lowered.is_string()) expression_of[lowered.get<std::string>()] = expr;
   for (const auto& [name, u] : usage) {
+    auto expr = expression_of.find(name);
+    const auto shape = expr == expression_of.end() ? family.BlockShapeOf(config, bucket)
+                                                   : family.KernelBlockShape(config, bucket, expr->second);
     std::string why = PruneReason(*limits, u, shape.threads, shape.dynamic_shared_bytes, allow_spills);
     if (!why.empty()) {
       out.outcome = cache::Outcome::kPruned;

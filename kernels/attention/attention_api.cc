@@ -134,8 +134,27 @@ Result<TmaMaps> ForwardTensorMaps(const AttentionArgs& a, const tuner::Config& c
   return maps;
 }
 
+// The Q / dO / K / V tensor maps of the warp-specialised backward (attention_bwd_tma.cuh's AttnBwdTmaMaps: four
+// CUtensorMaps in this order).
+struct BwdTmaMaps {
+  CUtensorMap q, dout, k, v;
+};
+static_assert(sizeof(BwdTmaMaps) == 4 * 128, "AttnBwdTmaMaps mirrors four CUtensorMaps");
+
+Result<BwdTmaMaps> BackwardTensorMaps(const AttentionArgs& a) {
+  const ProblemSpec& p = a.problem;
+  constexpr unsigned bm = dflash_attn::kTmaBwdBlockM, bn = dflash_attn::kTmaBwdBlockN;
+  BwdTmaMaps maps;
+  DFLASH_ASSIGN_OR_RETURN(maps.q, EncodeTensorMap(a.q, p.seq_q, p.heads_q, p.batch, p.head_dim, bm, "q"));
+  DFLASH_ASSIGN_OR_RETURN(maps.dout, EncodeTensorMap(a.dout, p.seq_q, p.heads_q, p.batch, p.head_dim, bm, "dout"));
+  DFLASH_ASSIGN_OR_RETURN(maps.k, EncodeTensorMap(a.k, p.seq_kv, p.heads_kv, p.batch, p.head_dim, bn, "k"));
+  DFLASH_ASSIGN_OR_RETURN(maps.v, EncodeTensorMap(a.v, p.seq_kv, p.heads_kv, p.batch, p.head_dim, bn, "v"));
+  return maps;
+}
+
+// maps: the launches' tensor maps (TmaMaps or BwdTmaMaps), passed after the params to those that take them.
 Status RunLaunches(const tuner::LoadedVariant& winner, const std::vector<KernelLaunch>& launches,
-                   dflash_attn::AttnParams& params, CUstream stream, TmaMaps* maps = nullptr) {
+                   dflash_attn::AttnParams& params, CUstream stream, void* maps = nullptr) {
   for (const KernelLaunch& l : launches) {
     if (l.grid_x == 0 || l.grid_y == 0 || l.grid_z == 0) continue;
     DFLASH_ASSIGN_OR_RETURN(CUfunction f, winner.Function(l.name_expression));
@@ -190,6 +209,10 @@ Status LaunchBackward(const tuner::LoadedVariant& winner, const AttentionArgs& a
   params.dq_accum = UsesDqAccumulator(winner.config)
                         ? reinterpret_cast<float*>(workspace + AlignUp(rows * sizeof(float), 256))
                         : nullptr;
+  if (IsWarpSpecialisedBackward(winner.config)) {
+    DFLASH_ASSIGN_OR_RETURN(BwdTmaMaps maps, BackwardTensorMaps(args));
+    return RunLaunches(winner, BackwardLaunches(winner.config, args.problem), params, stream, &maps);
+  }
   return RunLaunches(winner, BackwardLaunches(winner.config, args.problem), params, stream);
 }
 

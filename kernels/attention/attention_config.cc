@@ -58,9 +58,11 @@ std::vector<tuner::TunableParam> BackwardParams() {
           {"head_groups", {0, 1},
            "dK/dV launch: 0 = every kv head in flight; 1 = kv heads in groups whose Q / dO / dQ working set fits "
            "~32 MiB of L2 (attention_schedule.cuh)"},
-          {"kernel", {0, 1},
+          {"kernel", {0, 1, 2},
            "0: mma.sync (the portable tier, warp_layout picks the kernel); 1: wgmma (AttnBwdWgmma, the Hopper tier: "
-           "sm_90a only; one warpgroup per 64 kv rows, block_m 64 or 128, dq_mode 0, warp_layout 1)"}};
+           "sm_90a only; one warpgroup per 64 kv rows, block_m 64 or 128, dq_mode 0, warp_layout 1); 2: "
+           "warp-specialised (AttnBwdTma, sm_90a only: a producer warpgroup loads K, V, Q, dO with the bulk tensor "
+           "copy engine, two consumer warpgroups of 64 kv rows; block_m 64, block_n 128, head_dim 128)"}};
 }
 
 int BackwardHeadsPerGroup(const tuner::Config& c, const ProblemSpec& p) {
@@ -80,6 +82,8 @@ bool UsesDqAccumulator(const tuner::Config& config) { return Get(config, "dq_mod
 bool IsHopperTier(const tuner::Config& config) { return Get(config, "kernel") >= 1; }
 
 bool IsWarpSpecialisedForward(const tuner::Config& config) { return Get(config, "kernel") >= 3; }
+
+bool IsWarpSpecialisedBackward(const tuner::Config& config) { return Get(config, "kernel") == 2; }
 
 int ForwardSmemBytes(const tuner::Config& c, const ProblemSpec& p) {
   const int d = static_cast<int>(p.head_dim), bn = Get(c, "block_n"), st = Get(c, "stages");
@@ -141,7 +145,7 @@ std::string BackwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) 
   if (dq != 0 && dq != 1) return "dq_mode must be 0 or 1";
   if (layout != 1 && layout != 2) return "warp_layout must be 1 or 2";
   if (Get(c, "head_groups") != 0 && Get(c, "head_groups") != 1) return "head_groups must be 0 or 1";
-  if (Get(c, "kernel") != 0 && Get(c, "kernel") != 1) return "backward kernel must be 0 or 1";
+  if (Get(c, "kernel") < 0 || Get(c, "kernel") > 2) return "backward kernel must be 0, 1 or 2";
   if (IsHopperTier(c)) {
     if (bm != 64 && bm != 128) return "the wgmma backward needs block_m 64 or 128";
     if (dq != 0) return "the wgmma backward accumulates dQ with atomics (dq_mode 0)";
@@ -149,6 +153,13 @@ std::string BackwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) 
     if (bm > bn) return "the wgmma backward splits dQ's query rows among block_n / 64 warpgroups: block_m <= block_n";
     if (static_cast<int>(p.head_dim) * (bm / 64) / (bn / 64) % 64 != 0)
       return "the wgmma backward's dQ columns per warpgroup must be a multiple of 64";
+  }
+  if (IsWarpSpecialisedBackward(c)) {
+    if (bm != dflash_attn::kTmaBwdBlockM || bn != dflash_attn::kTmaBwdBlockN)
+      return "the warp-specialised backward has a fixed tile: block_m " + std::to_string(dflash_attn::kTmaBwdBlockM) +
+             ", block_n " + std::to_string(dflash_attn::kTmaBwdBlockN);
+    if (p.head_dim != 128) return "the warp-specialised backward needs head_dim 128 (one m64n64 dQ pass per warpgroup)";
+    if (st != 2) return "the warp-specialised backward takes stages 2";
   }
   // The 2-D layout uses (block_n / 32) * (block_m / 32) warps; the launch gives block_n / 16.
   if (layout == 2 && bm != 64) return "warp_layout 2 needs block_m 64 (warps = block_n / 16)";
@@ -196,7 +207,13 @@ std::vector<KernelLaunch> BackwardLaunches(const tuner::Config& c, const Problem
   pre.threads = 128;
   out.push_back(pre);
   KernelLaunch kv;
-  if (IsHopperTier(c)) {
+  kv.threads = static_cast<unsigned>(bn / 16 * 32);  // AttnBwdWgmma too: one warpgroup per 64 kv rows
+  if (IsWarpSpecialisedBackward(c)) {
+    kv.name_expression = Expr("AttnBwdTma", {d, st, p.compiled_mask()});
+    kv.shared_bytes = static_cast<unsigned>(dflash_attn::BwdTmaSmemBytes(d, st));
+    kv.threads = dflash_attn::kTmaBwdThreads;
+    kv.tensor_maps = true;
+  } else if (IsHopperTier(c)) {
     kv.name_expression = Expr("AttnBwdWgmma", {d, bm, bn, st, p.compiled_mask()});
     kv.shared_bytes = static_cast<unsigned>(dflash_attn::BwdSmemBytes(d, bm, bn, st));  // the same buffers
   } else if (WarpLayout(c) == 2) {
@@ -212,7 +229,6 @@ std::vector<KernelLaunch> BackwardLaunches(const tuner::Config& c, const Problem
   kv.grid_x = static_cast<unsigned>(hg);
   kv.grid_y = CeilDiv(p.seq_kv, bn);
   kv.grid_z = static_cast<unsigned>(p.heads_kv / hg * p.batch);
-  kv.threads = static_cast<unsigned>(bn / 16 * 32);  // AttnBwdWgmma too: one warpgroup per 64 kv rows
   out.push_back(kv);
   if (dq == 0) {
     KernelLaunch cv = pre;

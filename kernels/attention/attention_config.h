@@ -3,14 +3,16 @@
 // config is invalid for a problem.
 // Forward params: block_m (query rows per block), block_n (kv rows per tile), warps, stages (kv buffers), kernel
 // (0: AttnFwd on mma.sync, the portable tier; 1: AttnFwdWgmma on wgmma, the Hopper tier, sm_90a only; 2: the same
-// with each tile's softmax overlapping the next tile's QK^T, stages 3; a config without kernel means 0).
+// with each tile's softmax overlapping the next tile's QK^T, stages 3; 3-5: AttnFwdTma, warp-specialised; a config
+// without kernel means 0).
 // Backward params: block_m (query rows per inner tile), block_n (kv rows per block; warps = block_n / 16),
 // stages (query-tile buffers), dq_mode (0: fp32 atomics into an accumulator + a convert pass; 1: a separate
 // dQ pass of tile block_m x 64 that recomputes P and dP, deterministic, no accumulator), warp_layout (1: each
 // warp owns 16 kv rows, AttnBwdKv; 2: FlashAttention-2's 2-D layout, AttnBwdKv2d, block_m 64 and dq_mode 0 only;
 // a config without warp_layout means 1), head_groups (0: the dK/dV kernel's grid (kv heads, tiles, batch); 1: kv
 // heads in groups run one after another, grid (heads per group, tiles, groups * batch); none means 0), kernel (0:
-// the portable tier; 1: AttnBwdWgmma on wgmma, the Hopper tier, sm_90a only, dq_mode 0; none means 0).
+// the portable tier; 1: AttnBwdWgmma on wgmma, the Hopper tier, sm_90a only, dq_mode 0; 2: AttnBwdTma, the same
+// products warp-specialised with tensor-map copies, 64 x 128 tiles, head dim 128; none means 0).
 // Who may call it: the families, the API, tests. Thread-safety: pure functions.
 #pragma once
 
@@ -32,7 +34,7 @@ struct KernelLaunch {
   unsigned grid_x = 1, grid_y = 1, grid_z = 1;
   unsigned threads = 0;
   unsigned shared_bytes = 0;
-  bool tensor_maps = false;  // takes the Q / K / V tensor maps (dflash_attn::AttnTmaMaps) after the AttnParams
+  bool tensor_maps = false;  // takes tensor maps after the AttnParams (AttnTmaMaps forward, AttnBwdTmaMaps backward)
 };
 
 // The launches of one forward / backward call, in order. The config must be valid (InvalidReason empty);
@@ -47,11 +49,13 @@ std::string BackwardInvalidReason(const tuner::Config& config, const ProblemSpec
 // largest divisor of heads_kv whose Q / dO (/ dQ accumulator) rows fit 32 MiB, at least 1.
 int BackwardHeadsPerGroup(const tuner::Config& config, const ProblemSpec& problem);
 
-// True for a config of the Hopper tier (forward kernel 1 .. 5, backward kernel 1: compiled for sm_90a only, from
-// attention_kernels_sm90a.cu).
+// True for a config of the Hopper tier (forward kernel 1 .. 5, backward kernel 1 or 2: compiled for sm_90a only,
+// from attention_kernels_sm90a.cu).
 bool IsHopperTier(const tuner::Config& config);
 // True for a forward config of the warp-specialised kernel (kernel 3, 4 or 5: AttnFwdTma, tensor maps, 384 threads).
 bool IsWarpSpecialisedForward(const tuner::Config& config);
+// True for a backward config of the warp-specialised kernel (kernel 2: AttnBwdTma, tensor maps, 384 threads).
+bool IsWarpSpecialisedBackward(const tuner::Config& config);
 // Dynamic shared memory of the forward config's kernel for the problem's head dim (bytes).
 int ForwardSmemBytes(const tuner::Config& config, const ProblemSpec& problem);
 // Empty when the config can be built for `arch`; the Hopper tier's reason otherwise.

@@ -3,6 +3,7 @@
 // backward workload's forward). The tuner instantiates the variant it needs through name expressions (see
 // attention_family.cc).
 #include "attention_bwd.cuh"
+#include "attention_bwd_tma.cuh"
 #include "attention_bwd_wgmma.cuh"
 #include "attention_fwd.cuh"
 #include "attention_fwd_tma.cuh"

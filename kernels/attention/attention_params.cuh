@@ -120,6 +120,17 @@ DFLASH_HD constexpr int FwdTmaSmemBytes(int d, int bn, int stages) {
 DFLASH_HD constexpr int BwdSmemBytes(int d, int bm, int bn, int stages) {
   return (2 * bn * d + 2 * stages * bm * d + bm * bn) * 2 + stages * bm * (4 + 4 + 16) + kMaxTiles;
 }
+// The warp-specialised backward's (AttnBwdTma) fixed block shape, which the host's launch, tensor-map boxes and
+// shared-memory size follow: two consumer warpgroups of 64 kv rows, a 64-row query tile, a producer warpgroup.
+constexpr int kTmaBwdBlockM = 64;
+constexpr int kTmaBwdBlockN = 128;
+constexpr int kTmaBwdThreads = 3 * 128;
+// AttnBwdTma: K, V tiles; Q, dO tiles per stage; two dS^T tiles; per-row LSE, delta, row spans and a 16-byte item
+// header per stage; 16 bytes of walk constants; the tile-class table; its mbarriers (K/V; full and empty per stage).
+DFLASH_HD constexpr int BwdTmaSmemBytes(int d, int stages) {
+  return (2 * kTmaBwdBlockN * d + 2 * stages * kTmaBwdBlockM * d + 2 * kTmaBwdBlockM * kTmaBwdBlockN) * 2 +
+         stages * kTmaBwdBlockM * (4 + 4 + 16) + stages * 16 + 16 + kMaxTiles + 8 * (1 + 2 * stages);
+}
 // Backward 2-D kernel (attention_bwd2d.cuh): K, V tiles; Q, dO tiles per stage; the P^T and dS^T tiles; per-row
 // LSE, delta, row spans.
 DFLASH_HD constexpr int Bwd2dSmemBytes(int d, int bm, int bn, int stages) {

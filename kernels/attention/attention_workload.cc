@@ -289,9 +289,7 @@ class AttentionWorkload final : public tuner::Workload {
 
 }  // namespace
 
-std::string BackwardHelperForwardExpression(const ProblemSpec& p) {
-  return ForwardLaunches(DefaultForwardConfig(), p).front().name_expression;
-}
+KernelLaunch BackwardHelperForwardLaunch(const ProblemSpec& p) { return ForwardLaunches(DefaultForwardConfig(), p).front(); }
 
 Result<std::unique_ptr<tuner::Workload>> MakeAttentionWorkload(const ProblemSpec& spec, Direction direction,
                                                                std::uint64_t seed) {

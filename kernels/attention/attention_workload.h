@@ -13,13 +13,15 @@
 #include <memory>
 
 #include "base/status.h"
+#include "kernels/attention/attention_config.h"
 #include "kernels/attention/attention_problem.h"
 #include "tuner/kernel_family.h"
 
 namespace dflash::attention {
 
-// The forward kernel every backward variant also instantiates (to produce O and LSE for its workload).
-std::string BackwardHelperForwardExpression(const ProblemSpec& problem);
+// The forward kernel every backward variant also instantiates (to produce O and LSE for its workload): its
+// launch (name expression, shape).
+KernelLaunch BackwardHelperForwardLaunch(const ProblemSpec& problem);
 
 // Problems with doc_bound get random per-block document starts of packed rows in their inputs (reference.h
 // RandomInputs), passed to the kernels and to the reference.

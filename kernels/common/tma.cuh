@@ -1,7 +1,7 @@
 // Hopper's bulk tensor copy engine (TMA) and the pieces a warp-specialised kernel is built from (sm_90a only):
-// the tensor-map parameter type, shared-memory mbarriers (init, arrive, arrive with an expected transaction count,
-// parity wait), the 4-D tiled tensor copy global -> shared that completes on an mbarrier, and setmaxnreg (moving
-// registers from a producer warpgroup to the consumer warpgroups). One inline-asm function per instruction form,
+// the tensor-map parameter type, shared-memory mbarriers (init, arrive, expected transaction counts with and
+// without an arrival, parity wait), the 4-D tiled tensor copy global -> shared that completes on an mbarrier, and
+// setmaxnreg (moving registers from a producer warpgroup to the consumer warpgroups). One inline-asm function per instruction form,
 // named after it, as in ptx.cuh.
 //
 // TmaDescriptor is the driver's CUtensorMap (128 opaque bytes, 64-byte aligned), made on the host by
@@ -44,6 +44,11 @@ __device__ __forceinline__ void mbarrier_arrive(unsigned bar) {
 // One arrival that also announces `bytes` of copies completing on this barrier in the current phase.
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(unsigned bar, unsigned bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// Announces `bytes` of copies completing on this barrier in the current phase, without an arrival (so that the
+// copies may be issued before the thread's own arrival, which then covers its later shared-memory writes).
+__device__ __forceinline__ void mbarrier_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
 // Blocks until the phase of parity `parity` (0 or 1: the phase count's low bit) has completed (acquire).
 __device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) {

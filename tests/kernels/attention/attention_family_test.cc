@@ -168,6 +168,24 @@ TEST(AttentionConfig, LaunchesCoverEveryRowAndNameTheMaskKind) {
   EXPECT_EQ(b2[1].shared_bytes, static_cast<unsigned>((2 * 128 * 128 + 2 * 2 * 64 * 128 + 2 * 64 * 128) * 2 +
                                                       2 * 64 * 24 + dflash_attn::kMaxTiles));
   EXPECT_EQ(b2[2].name_expression, "dflash_attn::AttnBwdDqConvert<128>");
+  // The warp-specialised backward: 384 threads, tensor maps, its own shared-memory carve-up.
+  const tuner::Config ws = {{"block_m", 64}, {"block_n", 128}, {"stages", 2}, {"dq_mode", 0}, {"kernel", 2}};
+  EXPECT_EQ(BackwardInvalidReason(ws, s), "");
+  auto b3 = BackwardLaunches(ws, s);
+  ASSERT_EQ(b3.size(), 3u);
+  EXPECT_EQ(b3[1].name_expression, "dflash_attn::AttnBwdTma<128,2,3>");
+  EXPECT_EQ(b3[1].threads, 384u);
+  EXPECT_TRUE(b3[1].tensor_maps);
+  EXPECT_FALSE(b3[0].tensor_maps);
+  EXPECT_EQ(b3[1].grid_y, (1092u + 127u) / 128u);
+  EXPECT_EQ(b3[1].shared_bytes, static_cast<unsigned>((2 * 128 * 128 + 2 * 2 * 64 * 128 + 2 * 64 * 128) * 2 +
+                                                      2 * 64 * 24 + 2 * 16 + 16 + dflash_attn::kMaxTiles + 8 * 5));
+  tuner::Config ws_bad = ws;
+  ws_bad["block_n"] = 64;
+  EXPECT_NE(BackwardInvalidReason(ws_bad, s).find("fixed tile"), std::string::npos);
+  ws_bad = ws;
+  ws_bad["stages"] = 1;
+  EXPECT_NE(BackwardInvalidReason(ws_bad, s).find("stages 2"), std::string::npos);
 }
 
 // The head-grouped dK/dV launch: groups sized to the 32 MiB working set, and the kernel's (x, z) -> (batch, head)
