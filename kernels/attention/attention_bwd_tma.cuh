@@ -11,6 +11,9 @@
 //     and release the buffer on its "empty" mbarrier (one arrival per consumer warp). They meet once per item, at
 //     the named barrier that publishes dS^T; dS^T alternates between two tiles, so the next item's dS^T never
 //     overwrites a tile the other warpgroup's dQ product may still read.
+//   BULK_DQ (config kernel 3): instead of 8-byte reductions from every consumer thread, the consumers write the
+//     item's 64 x D fp32 dQ tile into shared memory (BwdDqSmemStage) and warp 2 of the producer warpgroup adds it
+//     to the accumulator with one bulk reduce-add (the rows are contiguous in DqAccumOffset's layout).
 // Block shape: kTmaBwdBlockM x kTmaBwdBlockN (attention_params.cuh), head dim 128 (at 64 the dQ split of two
 // warpgroups over one 64-row query tile leaves 32 columns each, less than an m64n64 pass).
 // Who may include it: attention_kernels_sm90a.cu (NVRTC, sm_90a only). Thread-safety: n/a (device code).
@@ -30,12 +33,51 @@ struct AttnBwdTmaMaps {
 constexpr int kTmaBwdProducerRegs = 24;  // setmaxnreg: 128 x 24 + 256 x 240 <= 64 K registers
 constexpr int kTmaBwdConsumerRegs = 240;
 
+// BULK_DQ's dQ stage (BwdWgmmaItem's DqStage): a consumer writes its m64n64 dQ tile into the shared fp32 tile in
+// the accumulator's own layout (DqAccumOffset's 8 x 8 tiles, relative to the query tile's first row) once the
+// reducer has read the last item's (acquire: "dq empty", parity of its item count), then arrives on "dq full"
+// (one arrival per consumer warp, after a proxy fence: the bulk reduction reads the tile in the async proxy).
+template <int D>
+struct BwdDqSmemStage {
+  static constexpr bool kStaged = true;
+  float* tile;
+  unsigned bar_empty, bar_full;
+  unsigned items;  // items this consumer has finished before this one
+  int lane;
+  __device__ __forceinline__ void acquire() const {
+    if (items > 0) mbarrier_wait(bar_empty, (items - 1) & 1);
+  }
+  __device__ __forceinline__ void store(const float (&acc)[32], int row, int c0) const {
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr)
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        *reinterpret_cast<float2*>(tile + DqAccumOffset(row + hr * 8, c0 + j * 8 + (lane & 3) * 2, D)) =
+            make_float2(acc[4 * j + 2 * hr], acc[4 * j + 2 * hr + 1]);
+  }
+  __device__ __forceinline__ void release() const {
+    fence_proxy_async_shared();
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(bar_full);
+  }
+};
+
+// T when B, else F (NVRTC has no <type_traits>).
+template <bool B, typename T, typename F>
+struct BwdPick {
+  using type = T;
+};
+template <typename T, typename F>
+struct BwdPick<false, T, F> {
+  using type = F;
+};
+
 // The header of one ring buffer's item, written by the producer (h -1: the walk is over).
 struct BwdTmaItemHeader {
   int h, q0, full, pad;
 };
 
-template <int D, int STAGES, int MASK>
+template <int D, int STAGES, bool BULK_DQ, int MASK>
 __global__ void __launch_bounds__(kTmaBwdThreads, 1)
     AttnBwdTma(const __grid_constant__ AttnParams p, const __grid_constant__ AttnBwdTmaMaps maps) {
   constexpr int BM = kTmaBwdBlockM, BN = kTmaBwdBlockN, NT = kTmaBwdThreads;
@@ -50,7 +92,8 @@ __global__ void __launch_bounds__(kTmaBwdThreads, 1)
   bf16* const sQ = sV + BN * D;
   bf16* const sdO = sQ + STAGES * BM * D;
   bf16* const sdS = sdO + STAGES * BM * D;  // two dS^T tiles [kv][query]
-  RowSpan* const sSpan = reinterpret_cast<RowSpan*>(sdS + 2 * BN * BM);
+  float* const sdQ = reinterpret_cast<float*>(sdS + 2 * BN * BM);  // BULK_DQ: the item's fp32 dQ tile
+  RowSpan* const sSpan = reinterpret_cast<RowSpan*>(sdQ + (BULK_DQ ? BM * D : 0));
   float* const sLse = reinterpret_cast<float*>(sSpan + STAGES * BM);
   float* const sDelta = sLse + STAGES * BM;
   BwdTmaItemHeader* const sHead = reinterpret_cast<BwdTmaItemHeader*>(sDelta + STAGES * BM);
@@ -61,6 +104,7 @@ __global__ void __launch_bounds__(kTmaBwdThreads, 1)
   const unsigned bar_kv = smem_addr(sCls + kMaxTiles);
   auto bar_full = [&](int s) { return bar_kv + 8u * (1 + s); };
   auto bar_empty = [&](int s) { return bar_kv + 8u * (1 + STAGES + s); };
+  const unsigned bar_dq_full = bar_kv + 8u * (1 + 2 * STAGES), bar_dq_empty = bar_dq_full + 8;  // BULK_DQ
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int k0 = ScheduledTile<false>() * BN;
@@ -77,6 +121,10 @@ __global__ void __launch_bounds__(kTmaBwdThreads, 1)
       mbarrier_init(bar_full(s), BM);
       mbarrier_init(bar_empty(s), 2 * 4);
     }
+    if (BULK_DQ) {
+      mbarrier_init(bar_dq_full, 2 * 4);  // one arrival per consumer warp
+      mbarrier_init(bar_dq_empty, 1);     // the reducer
+    }
     fence_mbarrier_init();
   }
   for (int t = tid; t < nqt; t += NT) sCls[t] = static_cast<unsigned char>(ClassifyTile(m, b, t * BM, t * BM + BM, k0, k0 + BN));
@@ -84,7 +132,8 @@ __global__ void __launch_bounds__(kTmaBwdThreads, 1)
 
   if (warp < 4) {  // the producer warpgroup
     setmaxnreg_dec<kTmaBwdProducerRegs>();
-    if (warp >= BM / 32) return;  // warps 0-1: one row of each item per thread
+    constexpr int kWalkWarps = BM / 32 + (BULK_DQ ? 1 : 0);  // warps 0-1: rows of each item; 2: the dQ reducer
+    if (warp >= kWalkWarps) return;
     if (tid == 0) {
       prefetch_tensormap(&maps.q);
       prefetch_tensormap(&maps.dout);
@@ -108,10 +157,27 @@ __global__ void __launch_bounds__(kTmaBwdThreads, 1)
         sWalk[1] = hk * G;
         sWalk[2] = first.qt;  // the block's first non-empty query tile (with gi 0, or no item at all)
       }
-      named_barrier_sync(2, BM);  // warps 0-1 (barrier 1 is the consumers')
+      named_barrier_sync(2, kWalkWarps * 32);  // the walking warps (barrier 1 is the consumers')
     }
     auto walk = [&](int i) { return *static_cast<volatile int*>(sWalk + i); };
     BwdWalkPos it = BwdNextNonEmpty(sCls, BwdWalkPos{0, walk(2)}, walk(0), nqt);
+    if (BULK_DQ && warp == BM / 32) {  // the reducer: one bulk reduce-add of each item's dQ tile
+      if (lane != 0) return;
+      const long long rows_per_head = DqAccumRows(Sq);
+      for (unsigned n = 0; it.gi < walk(0); ++n) {
+        const int h = walk(1) + it.gi, q0 = it.qt * BM;
+        mbarrier_wait(bar_dq_full, n & 1);
+        const int rows = rows_per_head - q0 < BM ? static_cast<int>(rows_per_head - q0) : BM;  // 8-row multiple
+        bulk_reduce_add_f32(p.dq_accum + ((WidenNonNeg(BwdBlockBatch()) * p.heads_q + h) * rows_per_head + q0) * D,
+                            smem_addr(sdQ), static_cast<unsigned>(rows * D * 4));
+        bulk_commit_group();
+        bulk_wait_group_read<0>();
+        mbarrier_arrive(bar_dq_empty);
+        it = BwdNextNonEmpty(sCls, BwdAdvance(it, nqt, walk(2)), walk(0), nqt);
+      }
+      bulk_wait_group<0>();
+      return;
+    }
     for (unsigned n = 0;; ++n) {
       const int stage = n % STAGES;
       if (n >= STAGES) mbarrier_wait(bar_empty(stage), ((n / STAGES) & 1) ^ 1);  // the last round's item released
@@ -157,16 +223,18 @@ __global__ void __launch_bounds__(kTmaBwdThreads, 1)
   for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.f;
   mbarrier_wait(bar_kv, 0);  // always: the block must not exit with K's and V's copies in flight
   int stage = 0, ds = 0;
-  unsigned phase = 0;
-  for (;;) {
+  unsigned phase = 0, items = 0;
+  for (;; ++items) {
     mbarrier_wait(bar_full(stage), phase);
     const BwdTmaItemHeader hd = sHead[stage];
     if (hd.h < 0) break;
     const BwdItem item{hd.h, hd.q0, hd.full != 0, sQ + stage * BM * D, sdO + stage * BM * D, sLse + stage * BM,
                        sDelta + stage * BM, sSpan + stage * BM};
     bf16* const ds_tile = sdS + ds * BN * BM;
-    BwdWgmmaItem<D, BM, BN>(p, item, Sq, wg, warp, lane, k0, kv_row, k_addr, v_addr, ds_tile, smem_addr(ds_tile),
-                            dk, dv, [] {}, [] { named_barrier_sync(1, 2 * 128); });
+    typename BwdPick<BULK_DQ, BwdDqSmemStage<D>, BwdDqReduce>::type dq_stage{};
+    if constexpr (BULK_DQ) dq_stage = BwdDqSmemStage<D>{sdQ, bar_dq_empty, bar_dq_full, items, lane};
+    BwdWgmmaItem<D, BM, BN>(p, item, Sq, wg, warp, lane, k0, kv_row, k_addr, v_addr, ds_tile, smem_addr(ds_tile), dk,
+                            dv, [] {}, [] { named_barrier_sync(1, 2 * 128); }, dq_stage);
     if (lane == 0) mbarrier_arrive(bar_empty(stage));  // every product over the buffer is complete
     ds ^= 1;
     if (++stage == STAGES) {

@@ -47,11 +47,21 @@ __device__ __forceinline__ void BwdWgmmaAddDq(float* dst, const float (&acc)[32]
 // tile the item writes, dk / dv the block's accumulators. after_issue() runs once right after S^T and dP^T are
 // issued; publish_ds() must be a barrier over those warpgroups. On return every product of the item is complete, so
 // the item's Q / dO buffers may be refilled.
-template <int D, int BM, int BN, typename AfterIssue, typename PublishDs>
+// dq_stage: where the dQ tiles go. BwdDqReduce (the default) adds them to the accumulator with 8-byte reductions;
+// a stage with kStaged (AttnBwdTma's BwdDqSmemStage) takes them as acquire(), store(acc, row, c0) per pass,
+// release(), row being the thread's first row within the query tile.
+struct BwdDqReduce {
+  static constexpr bool kStaged = false;
+  __device__ __forceinline__ void acquire() const {}
+  __device__ __forceinline__ void store(const float (&)[32], int, int) const {}
+  __device__ __forceinline__ void release() const {}
+};
+template <int D, int BM, int BN, typename AfterIssue, typename PublishDs, typename DqStage = BwdDqReduce>
 __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem& item, int Sq, int wg, int warp,
                                              int lane, int k0, int kv_row, unsigned k_addr, unsigned v_addr, bf16* sdS,
                                              unsigned ds_addr, float (&dk)[D / 2], float (&dv)[D / 2],
-                                             AfterIssue&& after_issue, PublishDs&& publish_ds) {
+                                             AfterIssue&& after_issue, PublishDs&& publish_ds,
+                                             const DqStage& dq_stage = DqStage{}) {
   constexpr int NWG = BN / 64;
   constexpr int MH = BM / 64;            // dQ: query halves of 64 rows
   constexpr int DQ_COLS = D * MH / NWG;  // dQ: head-dim columns per warpgroup
@@ -156,9 +166,15 @@ __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem&
       wgmma_wait_group<0>();
     }
     wgmma_fence_operand(acc);
-    float* dst = dq_bh + DqAccumOffset(qr, c0 + (lane & 3) * 2, D);
-    if (item.q0 + BM <= Sq) BwdWgmmaAddDq<D, false>(dst, acc, qr, Sq);
-    else BwdWgmmaAddDq<D, true>(dst, acc, qr, Sq);
+    if constexpr (DqStage::kStaged) {
+      if (pass == 0) dq_stage.acquire();
+      dq_stage.store(acc, qr - item.q0, c0);
+      if (pass == DQ_COLS / 64 - 1) dq_stage.release();
+    } else {
+      float* dst = dq_bh + DqAccumOffset(qr, c0 + (lane & 3) * 2, D);
+      if (item.q0 + BM <= Sq) BwdWgmmaAddDq<D, false>(dst, acc, qr, Sq);
+      else BwdWgmmaAddDq<D, true>(dst, acc, qr, Sq);
+    }
   }
   // dK done before Q's buffer is refilled; pk and dsk may be reused from here.
   wgmma_wait_group<0>();

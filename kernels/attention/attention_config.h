@@ -12,7 +12,8 @@
 // a config without warp_layout means 1), head_groups (0: the dK/dV kernel's grid (kv heads, tiles, batch); 1: kv
 // heads in groups run one after another, grid (heads per group, tiles, groups * batch); none means 0), kernel (0:
 // the portable tier; 1: AttnBwdWgmma on wgmma, the Hopper tier, sm_90a only, dq_mode 0; 2: AttnBwdTma, the same
-// products warp-specialised with tensor-map copies, 64 x 128 tiles, head dim 128; none means 0).
+// products warp-specialised with tensor-map copies, 64 x 128 tiles, head dim 128; 3: as 2 with dQ by bulk
+// reduce-adds; none means 0).
 // Who may call it: the families, the API, tests. Thread-safety: pure functions.
 #pragma once
 
@@ -54,7 +55,7 @@ int BackwardHeadsPerGroup(const tuner::Config& config, const ProblemSpec& proble
 bool IsHopperTier(const tuner::Config& config);
 // True for a forward config of the warp-specialised kernel (kernel 3, 4 or 5: AttnFwdTma, tensor maps, 384 threads).
 bool IsWarpSpecialisedForward(const tuner::Config& config);
-// True for a backward config of the warp-specialised kernel (kernel 2: AttnBwdTma, tensor maps, 384 threads).
+// True for a backward config of the warp-specialised kernel (kernel 2 or 3: AttnBwdTma, tensor maps, 384 threads).
 bool IsWarpSpecialisedBackward(const tuner::Config& config);
 // Dynamic shared memory of the forward config's kernel for the problem's head dim (bytes).
 int ForwardSmemBytes(const tuner::Config& config, const ProblemSpec& problem);

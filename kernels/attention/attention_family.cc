@@ -30,8 +30,8 @@ class AttentionFamily final : public kernels::SpecFamily<ProblemSpec> {
   // for every mask kind on the portable tier, and the Hopper tier's 128 x 128 first (the warp-specialised kernel
   // with and without its softmax overlap, then kernels 2 and 1; skipped where the arch is not sm_90a); backward FA2's 2-D warp layout at 64 x 128 (2 stages for DFlash full 512 with every kv
   // head in flight and for causal in L2-sized head groups; 1 stage, head groups for DFlash full 128) and 64 x 64
-  // (1 stage) for the sliding layers, after the Hopper tier's warp-specialised backward and its wgmma backward at
-  // 64 x 128 and 64 x 64 (2 stages).
+  // (1 stage) for the sliding layers, after the Hopper tier's: the warp-specialised backward (DFlash full: kernel 2;
+  // sliding: kernel 3; causal: kernel 3 in head groups) and the wgmma backward at 64 x 128 and 64 x 64 (2 stages).
   std::vector<tuner::Config> SeedConfigs(const tuner::Problem&) const override {
     if (dir_ == Direction::kForward)
       return {{{"block_m", 128}, {"block_n", 128}, {"warps", 4}, {"stages", 2}, {"kernel", 3}},
@@ -49,10 +49,12 @@ class AttentionFamily final : public kernels::SpecFamily<ProblemSpec> {
       return tuner::Config{{"block_m", 64}, {"block_n", block_n}, {"stages", stages}, {"dq_mode", 0},
                            {"warp_layout", 1}, {"head_groups", 0},  {"kernel", 1}};
     };
-    tuner::Config tma_bwd = hopper_bwd(128, 2);
-    tma_bwd["kernel"] = 2;
-    return {tma_bwd,         hopper_bwd(128, 2), hopper_bwd(64, 2), bwd(128, 2, 0),
-            bwd(128, 2, 1), bwd(128, 1, 1),     bwd(64, 1, 0)};
+    auto tma_bwd = [](int kernel, int head_groups) {
+      return tuner::Config{{"block_m", 64},      {"block_n", 128},           {"stages", 2}, {"dq_mode", 0},
+                           {"warp_layout", 1}, {"head_groups", head_groups}, {"kernel", kernel}};
+    };
+    return {tma_bwd(2, 0),      tma_bwd(3, 0),     tma_bwd(3, 1),  hopper_bwd(128, 2), hopper_bwd(64, 2),
+            bwd(128, 2, 0),     bwd(128, 2, 1),    bwd(128, 1, 1), bwd(64, 1, 0)};
   }
 
   tuner::CompileSpec MakeCompileSpec(const tuner::Config& config, const tuner::Problem& bucket) const override {

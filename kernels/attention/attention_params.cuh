@@ -125,11 +125,13 @@ DFLASH_HD constexpr int BwdSmemBytes(int d, int bm, int bn, int stages) {
 constexpr int kTmaBwdBlockM = 64;
 constexpr int kTmaBwdBlockN = 128;
 constexpr int kTmaBwdThreads = 3 * 128;
-// AttnBwdTma: K, V tiles; Q, dO tiles per stage; two dS^T tiles; per-row LSE, delta, row spans and a 16-byte item
-// header per stage; 16 bytes of walk constants; the tile-class table; its mbarriers (K/V; full and empty per stage).
-DFLASH_HD constexpr int BwdTmaSmemBytes(int d, int stages) {
+// AttnBwdTma: K, V tiles; Q, dO tiles per stage; two dS^T tiles; with bulk_dq the fp32 dQ tile; per-row LSE,
+// delta, row spans and a 16-byte item header per stage; 16 bytes of walk constants; the tile-class table; its
+// mbarriers (K/V; full and empty per stage; dQ full and empty).
+DFLASH_HD constexpr int BwdTmaSmemBytes(int d, int stages, bool bulk_dq) {
   return (2 * kTmaBwdBlockN * d + 2 * stages * kTmaBwdBlockM * d + 2 * kTmaBwdBlockM * kTmaBwdBlockN) * 2 +
-         stages * kTmaBwdBlockM * (4 + 4 + 16) + stages * 16 + 16 + kMaxTiles + 8 * (1 + 2 * stages);
+         (bulk_dq ? kTmaBwdBlockM * d * 4 : 0) + stages * kTmaBwdBlockM * (4 + 4 + 16) + stages * 16 + 16 +
+         kMaxTiles + 8 * (1 + 2 * stages + 2);
 }
 // Backward 2-D kernel (attention_bwd2d.cuh): K, V tiles; Q, dO tiles per stage; the P^T and dS^T tiles; per-row
 // LSE, delta, row spans.

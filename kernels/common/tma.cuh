@@ -1,7 +1,7 @@
 // Hopper's bulk tensor copy engine (TMA) and the pieces a warp-specialised kernel is built from (sm_90a only):
 // the tensor-map parameter type, shared-memory mbarriers (init, arrive, expected transaction counts with and
-// without an arrival, parity wait), the 4-D tiled tensor copy global -> shared that completes on an mbarrier, and
-// setmaxnreg (moving registers from a producer warpgroup to the consumer warpgroups). One inline-asm function per instruction form,
+// without an arrival, parity wait), the 4-D tiled tensor copy global -> shared that completes on an mbarrier, bulk
+// reduce-adds shared -> global, and setmaxnreg (moving registers from a producer warpgroup to the consumer warpgroups). One inline-asm function per instruction form,
 // named after it, as in ptx.cuh.
 //
 // TmaDescriptor is the driver's CUtensorMap (128 opaque bytes, 64-byte aligned), made on the host by
@@ -76,6 +76,25 @@ __device__ __forceinline__ void tma_load_4d(unsigned dst, const TmaDescriptor* m
       "[%2];\n" ::"r"(dst),
       "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
+}
+
+// ---- bulk reductions shared -> global (one thread issues them; bulk_group completion) ----
+// dst[i] += src[i] for `bytes` / 4 floats (16-byte aligned addresses, bytes a multiple of 16), in L2.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, unsigned src, unsigned bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(src),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Until at most N of this thread's bulk groups are still reading their shared-memory source.
+template <int N>
+__device__ __forceinline__ void bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+// Until at most N of this thread's bulk groups are incomplete (their global writes done).
+template <int N>
+__device__ __forceinline__ void bulk_wait_group() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // ---- register reconfiguration (every thread of a warpgroup executes the same one) ----

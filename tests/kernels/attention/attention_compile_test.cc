@@ -252,6 +252,7 @@ TEST(AttentionCompile, EveryMaskKindAndHeadDimOfTheHopperTierBackwardCompilesFor
     items.push_back({Problem(mask, 128, dflash ? 4096 : 8192, dflash ? 12288 : 8192), hopper(64, 128)});
     items.push_back({Problem(mask, 64, dflash ? 4096 : 8192, dflash ? 12288 : 8192), hopper(128, 128)});
     items.push_back({Problem(mask, 128, dflash ? 4096 : 8192, dflash ? 12288 : 8192), hopper(64, 128, 2)});
+    items.push_back({Problem(mask, 128, dflash ? 4096 : 8192, dflash ? 12288 : 8192), hopper(64, 128, 3)});
   }
   CompileEachForSm90a(BackwardFamily(), items);
 }

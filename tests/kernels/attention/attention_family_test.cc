@@ -173,13 +173,13 @@ TEST(AttentionConfig, LaunchesCoverEveryRowAndNameTheMaskKind) {
   EXPECT_EQ(BackwardInvalidReason(ws, s), "");
   auto b3 = BackwardLaunches(ws, s);
   ASSERT_EQ(b3.size(), 3u);
-  EXPECT_EQ(b3[1].name_expression, "dflash_attn::AttnBwdTma<128,2,3>");
+  EXPECT_EQ(b3[1].name_expression, "dflash_attn::AttnBwdTma<128,2,0,3>");
   EXPECT_EQ(b3[1].threads, 384u);
   EXPECT_TRUE(b3[1].tensor_maps);
   EXPECT_FALSE(b3[0].tensor_maps);
   EXPECT_EQ(b3[1].grid_y, (1092u + 127u) / 128u);
   EXPECT_EQ(b3[1].shared_bytes, static_cast<unsigned>((2 * 128 * 128 + 2 * 2 * 64 * 128 + 2 * 64 * 128) * 2 +
-                                                      2 * 64 * 24 + 2 * 16 + 16 + dflash_attn::kMaxTiles + 8 * 5));
+                                                      2 * 64 * 24 + 2 * 16 + 16 + dflash_attn::kMaxTiles + 8 * 7));
   tuner::Config ws_bad = ws;
   ws_bad["block_n"] = 64;
   EXPECT_NE(BackwardInvalidReason(ws_bad, s).find("fixed tile"), std::string::npos);

@@ -268,16 +268,16 @@ TEST_F(AttentionGpu, HopperTierBackwardMatchesFloat64ForEveryMaskKind) {
   RunCases(cases, 500);
 }
 
-// The warp-specialised backward (kernel 2: TMA producer warpgroup, 64 x 128 tiles, head dim 128): every mask kind,
-// GQA 4 / 6, sizes that are no tile multiple, q < kv, rows that see nothing, a single row, head groups, packed rows,
-// batch 2, the 512-anchor shape.
+// The warp-specialised backward (kernels 2 and 3: TMA producer warpgroup, 64 x 128 tiles, head dim 128; 3 adds dQ
+// by bulk reduce-adds): every mask kind, GQA 4 / 6, sizes that are no tile multiple, q < kv, rows that see nothing,
+// a single row, head groups, packed rows, batch 2, the 512-anchor shape.
 TEST_F(AttentionGpu, WarpSpecialisedBackwardMatchesFloat64ForEveryMaskKind) {
   Result<gpu::Context> ctx = gpu::Context::Primary(0);
   ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
   if (ctx->info().arch() != "sm_90a") GTEST_SKIP() << "the Hopper tier needs an sm_90a GPU (this one is " << ctx->info().arch() << ")";
   const tuner::KernelFamily* f = &BackwardFamily();
   std::vector<Case> cases;
-  for (const int kernel : {2}) {
+  for (const int kernel : {2, 3}) {
   auto tma = [kernel](int head_groups = 0) {
     return tuner::Config{{"block_m", 64},    {"block_n", 128}, {"stages", 2},   {"dq_mode", 0},
                          {"warp_layout", 1}, {"kernel", kernel}, {"head_groups", head_groups}};
