@@ -127,7 +127,8 @@ __global__ void __launch_bounds__(kTmaBwdThreads, 1)
     }
     fence_mbarrier_init();
   }
-  for (int t = tid; t < nqt; t += NT) sCls[t] = static_cast<unsigned char>(ClassifyTile(m, b, t * BM, t * BM + BM, k0, k0 + BN));
+  for (int t = tid; t < nqt; t += NT)
+    sCls[t] = static_cast<unsigned char>(ClassifyTile(m, b, t * BM, t * BM + BM, k0, k0 + BN));
   __syncthreads();  // barriers, tile classes, batch / head ready; no block barrier after this one
 
   if (warp < 4) {  // the producer warpgroup

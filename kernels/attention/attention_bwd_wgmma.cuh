@@ -43,10 +43,10 @@ __device__ __forceinline__ void BwdWgmmaAddDq(float* dst, const float (&acc)[32]
 }
 
 // One item of the wgmma backward for warpgroup `wg` (steps 1-4 above), run in step by every thread of the BN / 64
-// warpgroups that own the block's kv rows: Sq is seq_q, kv_row this thread's first kv row in the tile, sdS / ds_addr the dS^T
-// tile the item writes, dk / dv the block's accumulators. after_issue() runs once right after S^T and dP^T are
-// issued; publish_ds() must be a barrier over those warpgroups. On return every product of the item is complete, so
-// the item's Q / dO buffers may be refilled.
+// warpgroups that own the block's kv rows: Sq is seq_q, kv_row this thread's first kv row in the tile, sdS /
+// ds_addr the dS^T tile the item writes, dk / dv the block's accumulators. after_issue() runs once right after S^T
+// and dP^T are issued; publish_ds() must be a barrier over those warpgroups. On return every product of the item is
+// complete, so the item's Q / dO buffers may be refilled.
 // dq_stage: where the dQ tiles go. BwdDqReduce (the default) adds them to the accumulator with 8-byte reductions;
 // a stage with kStaged (AttnBwdTma's BwdDqSmemStage) takes them as acquire(), store(acc, row, c0) per pass,
 // release(), row being the thread's first row within the query tile.
@@ -193,12 +193,15 @@ __device__ __forceinline__ void BwdWgmmaStoreDkDv(const AttnParams& p, const flo
   for (int hr = 0; hr < 2; ++hr) {
     const int kv = kv0 + hr * 8;
     if (kv >= Skv) continue;
-    bf16* dKg = static_cast<bf16*>(p.dk) + BwdBlockBatch() * p.dk_batch_stride + BwdBlockHead() * p.dk_head_stride + kv * p.dk_seq_stride;
-    bf16* dVg = static_cast<bf16*>(p.dv) + BwdBlockBatch() * p.dv_batch_stride + BwdBlockHead() * p.dv_head_stride + kv * p.dv_seq_stride;
+    bf16* dKg = static_cast<bf16*>(p.dk) + BwdBlockBatch() * p.dk_batch_stride + BwdBlockHead() * p.dk_head_stride +
+                kv * p.dk_seq_stride;
+    bf16* dVg = static_cast<bf16*>(p.dv) + BwdBlockBatch() * p.dv_batch_stride + BwdBlockHead() * p.dv_head_stride +
+                kv * p.dv_seq_stride;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
       const int c = j * 8 + (lane & 3) * 2;
-      *reinterpret_cast<unsigned*>(dKg + c) = pack_bf16x2(dk[4 * j + 2 * hr] * p.scale, dk[4 * j + 2 * hr + 1] * p.scale);
+      *reinterpret_cast<unsigned*>(dKg + c) =
+          pack_bf16x2(dk[4 * j + 2 * hr] * p.scale, dk[4 * j + 2 * hr + 1] * p.scale);
       *reinterpret_cast<unsigned*>(dVg + c) = pack_bf16x2(dv[4 * j + 2 * hr], dv[4 * j + 2 * hr + 1]);
     }
   }
@@ -244,8 +247,8 @@ __global__ void __launch_bounds__(BN / 64 * 128, BN == 64 ? 2 : 1) AttnBwdWgmma(
   using Prefetch = BwdPrefetch<D, BM, NT, true, Sw128TileCopy>;
   BwdForEachItem<D, BM, NT, STAGES, true, Sw128TileCopy, true>(p, m, buf, tid, [&](const BwdItem& item,
                                                                                     const Prefetch& prefetch) {
-    BwdWgmmaItem<D, BM, BN>(p, item, m.seq_q, wg, warp, lane, k0, kv_row, k_addr, v_addr, sdS, ds_addr, dk, dv, prefetch,
-                            [] { __syncthreads(); });
+    BwdWgmmaItem<D, BM, BN>(p, item, m.seq_q, wg, warp, lane, k0, kv_row, k_addr, v_addr, sdS, ds_addr, dk, dv,
+                            prefetch, [] { __syncthreads(); });
   });  // sdS is rewritten only after the walk's next barrier, which every thread reaches after its dQ product
 
   BwdWgmmaStoreDkDv<D>(p, dk, dv, k0 + kv_row, Skv, lane);

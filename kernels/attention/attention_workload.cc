@@ -289,7 +289,9 @@ class AttentionWorkload final : public tuner::Workload {
 
 }  // namespace
 
-KernelLaunch BackwardHelperForwardLaunch(const ProblemSpec& p) { return ForwardLaunches(DefaultForwardConfig(), p).front(); }
+KernelLaunch BackwardHelperForwardLaunch(const ProblemSpec& p) {
+  return ForwardLaunches(DefaultForwardConfig(), p).front();
+}
 
 Result<std::unique_ptr<tuner::Workload>> MakeAttentionWorkload(const ProblemSpec& spec, Direction direction,
                                                                std::uint64_t seed) {

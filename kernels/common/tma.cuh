@@ -1,8 +1,8 @@
 // Hopper's bulk tensor copy engine (TMA) and the pieces a warp-specialised kernel is built from (sm_90a only):
 // the tensor-map parameter type, shared-memory mbarriers (init, arrive, expected transaction counts with and
 // without an arrival, parity wait), the 4-D tiled tensor copy global -> shared that completes on an mbarrier, bulk
-// reduce-adds shared -> global, and setmaxnreg (moving registers from a producer warpgroup to the consumer warpgroups). One inline-asm function per instruction form,
-// named after it, as in ptx.cuh.
+// reduce-adds shared -> global, and setmaxnreg (moving registers from a producer warpgroup to the consumer
+// warpgroups). One inline-asm function per instruction form, named after it, as in ptx.cuh.
 //
 // TmaDescriptor is the driver's CUtensorMap (128 opaque bytes, 64-byte aligned), made on the host by
 // cuTensorMapEncodeTiled and passed in a __grid_constant__ kernel parameter: the copy instruction takes the

@@ -274,30 +274,32 @@ TEST_F(AttentionGpu, HopperTierBackwardMatchesFloat64ForEveryMaskKind) {
 TEST_F(AttentionGpu, WarpSpecialisedBackwardMatchesFloat64ForEveryMaskKind) {
   Result<gpu::Context> ctx = gpu::Context::Primary(0);
   ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
-  if (ctx->info().arch() != "sm_90a") GTEST_SKIP() << "the Hopper tier needs an sm_90a GPU (this one is " << ctx->info().arch() << ")";
+  if (ctx->info().arch() != "sm_90a")
+    GTEST_SKIP() << "the Hopper tier needs an sm_90a GPU (this one is " << ctx->info().arch() << ")";
   const tuner::KernelFamily* f = &BackwardFamily();
   std::vector<Case> cases;
   for (const int kernel : {2, 3}) {
-  auto tma = [kernel](int head_groups = 0) {
-    return tuner::Config{{"block_m", 64},    {"block_n", 128}, {"stages", 2},   {"dq_mode", 0},
-                         {"warp_layout", 1}, {"kernel", kernel}, {"head_groups", head_groups}};
-  };
-  for (const char* mask : {"none", "causal", "doc_causal", "dflash_full", "dflash_sliding"}) {
-    const bool dflash = std::string(mask).rfind("dflash", 0) == 0;
-    cases.push_back({f, Problem(mask, 8, 2, 128, dflash ? 21 * 16 : 300, dflash ? 500 + 21 * 16 : 300), tma()});
-    cases.push_back({f, Problem(mask, 12, 2, 128, dflash ? 9 * 16 : 150, dflash ? 200 + 9 * 16 : 150), tma(1)});
-  }
-  cases.push_back({f, Problem("causal", 12, 2, 128, 100, 357), tma()});  // q < kv
-  cases.push_back({f, Problem("causal", 4, 4, 128, 357, 100), tma()});   // rows that see nothing
-  cases.push_back({f, Problem("none", 4, 1, 128, 1, 1), tma()});         // one row, one kv
-  for (const char* mask : {"dflash_full", "dflash_sliding"}) {
-    tuner::Problem packed = Problem(mask, 8, 2, 128, 21 * 16, 500 + 21 * 16);
-    packed["doc_bound"] = true;
-    cases.push_back({f, packed, tma()});
-  }
-  tuner::Problem big = Problem("dflash_full", 32, 8, 128, 512 * 16, 8192 + 512 * 16);
-  big["batch"] = 1;
-  cases.push_back({f, big, tma()});
+    auto tma = [kernel](int head_groups = 0) {
+      return tuner::Config{{"block_m", 64},    {"block_n", 128},   {"stages", 2},
+                           {"dq_mode", 0},     {"warp_layout", 1}, {"kernel", kernel},
+                           {"head_groups", head_groups}};
+    };
+    for (const char* mask : {"none", "causal", "doc_causal", "dflash_full", "dflash_sliding"}) {
+      const bool dflash = std::string(mask).rfind("dflash", 0) == 0;
+      cases.push_back({f, Problem(mask, 8, 2, 128, dflash ? 21 * 16 : 300, dflash ? 500 + 21 * 16 : 300), tma()});
+      cases.push_back({f, Problem(mask, 12, 2, 128, dflash ? 9 * 16 : 150, dflash ? 200 + 9 * 16 : 150), tma(1)});
+    }
+    cases.push_back({f, Problem("causal", 12, 2, 128, 100, 357), tma()});  // q < kv
+    cases.push_back({f, Problem("causal", 4, 4, 128, 357, 100), tma()});   // rows that see nothing
+    cases.push_back({f, Problem("none", 4, 1, 128, 1, 1), tma()});         // one row, one kv
+    for (const char* mask : {"dflash_full", "dflash_sliding"}) {
+      tuner::Problem packed = Problem(mask, 8, 2, 128, 21 * 16, 500 + 21 * 16);
+      packed["doc_bound"] = true;
+      cases.push_back({f, packed, tma()});
+    }
+    tuner::Problem big = Problem("dflash_full", 32, 8, 128, 512 * 16, 8192 + 512 * 16);
+    big["batch"] = 1;
+    cases.push_back({f, big, tma()});
   }
   RunCases(cases, 500);
 }

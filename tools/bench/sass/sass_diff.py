@@ -15,7 +15,7 @@ and arch the table says:
   differs        other instructions: instruction counts of both trees, the diff's size and the opcodes whose
                  counts changed.
 plus registers and spills of both. Exit status 0 when every kernel is identical, 1 otherwise (2 on errors).
-The whole set (97 kernels: the Hopper group is compiled for sm_90a only) takes about 4 minutes on 2 busy cores.
+The whole set (100 kernels: the Hopper group is compiled for sm_90a only) takes about 4 minutes on 2 busy cores.
 Static SASS is not a timing: a kernel that differs needs a GPU measurement; one that is identical does not.
 """
 import argparse
@@ -72,6 +72,9 @@ VARIANTS = {
         "dflash_attn::AttnBwdWgmma<128,64,128,2,3>",
         "dflash_attn::AttnBwdWgmma<128,64,64,2,4>",
         "dflash_attn::AttnBwdWgmma<64,128,128,2,11>",
+        "dflash_attn::AttnBwdTma<128,2,1,3>",
+        "dflash_attn::AttnBwdTma<128,2,0,4>",
+        "dflash_attn::AttnBwdTma<128,2,1,11>",
     ], ("sm_90a",)),
     "gdn": ("gdn", "gdn_kernels.cu", [
         "gdn::gdn_chunk_prep<32, 8, true>",
