@@ -30,9 +30,6 @@ struct AttnBwdTmaMaps {
   TmaDescriptor q, dout, k, v;
 };
 
-constexpr int kTmaBwdProducerRegs = 24;  // setmaxnreg: 128 x 24 + 256 x 240 <= 64 K registers
-constexpr int kTmaBwdConsumerRegs = 240;
-
 // BULK_DQ's dQ stage (BwdWgmmaItem's DqStage): a consumer writes its m64n64 dQ tile into the shared fp32 tile in
 // the accumulator's own layout (DqAccumOffset's 8 x 8 tiles, relative to the query tile's first row) once the
 // reducer has read the last item's (acquire: "dq empty", parity of its item count), then arrives on "dq full"
@@ -99,8 +96,8 @@ __global__ void __launch_bounds__(kTmaBwdThreads, 1)
   BwdTmaItemHeader* const sHead = reinterpret_cast<BwdTmaItemHeader*>(sDelta + STAGES * BM);
   int* const sWalk = reinterpret_cast<int*>(sHead + STAGES);  // the producer's walk constants (below)
   unsigned char* const sCls = reinterpret_cast<unsigned char*>(sWalk + 4);
-  // mbarriers: K and V landed; per buffer "full" (the item's copies landed and its rows written: 32 producer
-  // lanes) and "empty" (every consumer warp is done with it).
+  // mbarriers: K and V landed; per buffer "full" (the item's copies landed and its rows written: the 64 threads
+  // of producer warps 0-1) and "empty" (every consumer warp is done with it); BULK_DQ's dQ tile "full" / "empty".
   const unsigned bar_kv = smem_addr(sCls + kMaxTiles);
   auto bar_full = [&](int s) { return bar_kv + 8u * (1 + s); };
   auto bar_empty = [&](int s) { return bar_kv + 8u * (1 + STAGES + s); };
@@ -132,7 +129,7 @@ __global__ void __launch_bounds__(kTmaBwdThreads, 1)
   __syncthreads();  // barriers, tile classes, batch / head ready; no block barrier after this one
 
   if (warp < 4) {  // the producer warpgroup
-    setmaxnreg_dec<kTmaBwdProducerRegs>();
+    setmaxnreg_dec<kProducerWarpgroupRegs>();
     constexpr int kWalkWarps = BM / 32 + (BULK_DQ ? 1 : 0);  // warps 0-1: rows of each item; 2: the dQ reducer
     if (warp >= kWalkWarps) return;
     if (tid == 0) {
@@ -161,7 +158,8 @@ __global__ void __launch_bounds__(kTmaBwdThreads, 1)
       named_barrier_sync(2, kWalkWarps * 32);  // the walking warps (barrier 1 is the consumers')
     }
     auto walk = [&](int i) { return *static_cast<volatile int*>(sWalk + i); };
-    BwdWalkPos it = BwdNextNonEmpty(sCls, BwdWalkPos{0, walk(2)}, walk(0), nqt);
+    auto next = [&](BwdWalkPos pos) { return BwdNextNonEmpty(sCls, pos, walk(0), nqt); };
+    BwdWalkPos it = next(BwdWalkPos{0, walk(2)});
     if (BULK_DQ && warp == BM / 32) {  // the reducer: one bulk reduce-add of each item's dQ tile
       if (lane != 0) return;
       const long long rows_per_head = DqAccumRows(Sq);
@@ -174,7 +172,7 @@ __global__ void __launch_bounds__(kTmaBwdThreads, 1)
         bulk_commit_group();
         bulk_wait_group_read<0>();
         mbarrier_arrive(bar_dq_empty);
-        it = BwdNextNonEmpty(sCls, BwdAdvance(it, nqt, walk(2)), walk(0), nqt);
+        it = next(BwdAdvance(it, nqt, walk(2)));
       }
       bulk_wait_group<0>();
       return;
@@ -211,11 +209,11 @@ __global__ void __launch_bounds__(kTmaBwdThreads, 1)
       }
       mbarrier_arrive(bar_full(stage));  // every thread after its row (and thread 0 after the header)
       if (done) return;
-      it = BwdNextNonEmpty(sCls, BwdAdvance(it, nqt, walk(2)), walk(0), nqt);
+      it = next(BwdAdvance(it, nqt, walk(2)));
     }
   }
 
-  setmaxnreg_inc<kTmaBwdConsumerRegs>();
+  setmaxnreg_inc<kConsumerWarpgroupRegs>();
   const int wg = (warp >> 2) - 1;                                // kv rows [64 wg, 64 wg + 64) of the tile
   const int kv_row = wg * 64 + (warp & 3) * 16 + (lane >> 2);  // this thread's kv rows: kv_row, kv_row + 8
   const unsigned k_addr = smem_addr(sK), v_addr = smem_addr(sV);
@@ -231,7 +229,7 @@ __global__ void __launch_bounds__(kTmaBwdThreads, 1)
     if (hd.h < 0) break;
     const BwdItem item{hd.h, hd.q0, hd.full != 0, sQ + stage * BM * D, sdO + stage * BM * D, sLse + stage * BM,
                        sDelta + stage * BM, sSpan + stage * BM};
-    bf16* const ds_tile = sdS + ds * BN * BM;
+    bf16* const ds_tile = sdS + ds * BN * BM;  // dS^T alternates between two tiles (ds = items & 1)
     typename BwdPick<BULK_DQ, BwdDqSmemStage<D>, BwdDqReduce>::type dq_stage{};
     if constexpr (BULK_DQ) dq_stage = BwdDqSmemStage<D>{sdQ, bar_dq_empty, bar_dq_full, items, lane};
     BwdWgmmaItem<D, BM, BN>(p, item, Sq, wg, warp, lane, k0, kv_row, k_addr, v_addr, ds_tile, smem_addr(ds_tile), dk,

@@ -15,6 +15,8 @@
 //     refills Q's buffer). dK and dV stay in registers for the whole block (reduced over the GQA group, written
 //     once, no atomics).
 // BN 64 (one warpgroup) runs two blocks per SM, so one block's softmax and reductions overlap the other's products.
+// Steps 1-4 are BwdWgmmaItem and the final dK / dV stores BwdWgmmaStoreDkDv, which the warp-specialised backward
+// (attention_bwd_tma.cuh) runs too.
 // Who may include it: attention_kernels_sm90a.cu (NVRTC, sm_90a only). Thread-safety: n/a (device code).
 #pragma once
 

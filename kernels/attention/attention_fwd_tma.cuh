@@ -30,8 +30,6 @@ struct AttnTmaMaps {
 };
 
 // kTmaFwdBlockM, kTmaFwdThreads: attention_params.cuh (the host follows them).
-constexpr int kTmaFwdProducerRegs = 24;    // setmaxnreg: 128 x 24 + 256 x 240 <= 64 K registers
-constexpr int kTmaFwdConsumerRegs = 240;
 
 template <int D, int BN, int STAGES, int PIPE, int MASK>
 __global__ void __launch_bounds__(kTmaFwdThreads, 1)
@@ -81,7 +79,7 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
   __syncthreads();  // barriers, tile classes and spans ready; no block barrier after this one
 
   if (warp < 4) {  // the producer warpgroup
-    setmaxnreg_dec<kTmaFwdProducerRegs>();
+    setmaxnreg_dec<kProducerWarpgroupRegs>();
     if (tid != 0) return;
     prefetch_tensormap(&maps.q);
     prefetch_tensormap(&maps.k);
@@ -112,7 +110,7 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
     return;
   }
 
-  setmaxnreg_inc<kTmaFwdConsumerRegs>();
+  setmaxnreg_inc<kConsumerWarpgroupRegs>();
   const int cwg = (warp >> 2) - 1;                                    // rows [64 cwg, 64 cwg + 64) of the tile
   const int row_in_tile = cwg * 64 + (warp & 3) * 16 + (lane >> 2);  // + 8 hr
   const float scale_log2 = p.scale * kLog2e;

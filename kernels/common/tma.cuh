@@ -98,6 +98,10 @@ __device__ __forceinline__ void bulk_wait_group() {
 }
 
 // ---- register reconfiguration (every thread of a warpgroup executes the same one) ----
+// The split of a 384-thread block (one producer warpgroup, two consumer warpgroups; 168 registers a thread at
+// launch): 128 x 24 + 256 x 240 = 168 x 384, so the consumers' increase is exactly what the producer gives away.
+constexpr int kProducerWarpgroupRegs = 24;
+constexpr int kConsumerWarpgroupRegs = 240;
 template <int REGS>
 __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
