@@ -24,34 +24,54 @@ namespace dflash_attn {
 
 constexpr int kPreRowsPerBlock = 32;  // AttnBwdPre / AttnBwdDqConvert: 4 warps x 8 rows
 
+// AttnBwdPre / AttnBwdDqConvert move whole rows with 16-byte accesses: D / 8 lanes a row, a warp's 8 rows in
+// 8 / (256 / D) steps whose loads are all issued before the first is used (both passes are bandwidth-bound).
+template <int D>
+struct BwdRowPass {
+  static constexpr int kLanesPerRow = D / 8, kRowsPerStep = 32 / kLanesPerRow;
+  static constexpr int kSteps = kPreRowsPerBlock / 4 / kRowsPerStep;
+  static_assert(D % 64 == 0 && D <= 256 && kSteps >= 1, "head dim 64, 128 or 256");
+};
+
 // grid (ceil(seq_q / 32), heads_q, batch), 128 threads.
 template <int D, bool ZERO_DQ_ACCUM>
 __global__ void __launch_bounds__(128) AttnBwdPre(const AttnParams p) {
+  using R = BwdRowPass<D>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int b = blockIdx.z, h = blockIdx.y;
+  const int b = blockIdx.z, h = blockIdx.y, c = (lane % R::kLanesPerRow) * 8;
   const int Sq = p.mask.seq_q;
-  for (int i = 0; i < kPreRowsPerBlock / 4; ++i) {
-    const int q = blockIdx.x * kPreRowsPerBlock + warp * (kPreRowsPerBlock / 4) + i;
-    if (q >= Sq) break;
-    const bf16* Og = static_cast<const bf16*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride + q * p.o_seq_stride;
-    const bf16* dOg = static_cast<const bf16*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride + q * p.do_seq_stride;
+  const int q0 = blockIdx.x * kPreRowsPerBlock + warp * (kPreRowsPerBlock / 4) + lane / R::kLanesPerRow;
+  uint4 o[R::kSteps], d[R::kSteps];
+#pragma unroll
+  for (int i = 0; i < R::kSteps; ++i) {
+    const int q = q0 + i * R::kRowsPerStep;
+    o[i] = d[i] = make_uint4(0, 0, 0, 0);
+    if (q < Sq) {
+      o[i] = *reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.o) + b * p.o_batch_stride +
+                                             h * p.o_head_stride + q * p.o_seq_stride + c);
+      d[i] = *reinterpret_cast<const uint4*>(static_cast<const bf16*>(p.dout) + b * p.do_batch_stride +
+                                             h * p.do_head_stride + q * p.do_seq_stride + c);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < R::kSteps; ++i) {
+    const int q = q0 + i * R::kRowsPerStep;
+    const __nv_bfloat162* x = reinterpret_cast<const __nv_bfloat162*>(&o[i]);
+    const __nv_bfloat162* y = reinterpret_cast<const __nv_bfloat162*>(&d[i]);
     float acc = 0.f;
 #pragma unroll
-    for (int c = lane * 2; c < D; c += 64) {
-      float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Og + c));
-      float2 y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dOg + c));
-      acc += x.x * y.x + x.y * y.y;
+    for (int e = 0; e < 4; ++e) {
+      const float2 xf = __bfloat1622float2(x[e]), yf = __bfloat1622float2(y[e]);
+      acc += xf.x * yf.x + xf.y * yf.y;
     }
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    const long long row = (static_cast<long long>(b) * p.heads_q + h) * Sq + q;
-    if (lane == 0) p.delta[row] = acc;
-    if (ZERO_DQ_ACCUM) {
-      float* acc_bh = p.dq_accum + (static_cast<long long>(b) * p.heads_q + h) * DqAccumRows(Sq) * D;
-#pragma unroll
-      for (int c = lane * 4; c < D; c += 128) {  // 4 columns of one 8 x 8 tile row: contiguous
-        *reinterpret_cast<float4*>(acc_bh + DqAccumOffset(q, c, D)) = make_float4(0.f, 0.f, 0.f, 0.f);
-      }
+    for (int off = R::kLanesPerRow / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (q >= Sq) continue;
+    if (lane % R::kLanesPerRow == 0) p.delta[(static_cast<long long>(b) * p.heads_q + h) * Sq + q] = acc;
+    if (ZERO_DQ_ACCUM) {  // 8 columns of one 8 x 8 tile row: contiguous
+      float* const acc_bh = p.dq_accum + (static_cast<long long>(b) * p.heads_q + h) * DqAccumRows(Sq) * D;
+      float4* z = reinterpret_cast<float4*>(acc_bh + DqAccumOffset(q, c, D));
+      z[0] = z[1] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
   }
 }
@@ -59,19 +79,34 @@ __global__ void __launch_bounds__(128) AttnBwdPre(const AttnParams p) {
 // grid (ceil(seq_q / 32), heads_q, batch), 128 threads.
 template <int D>
 __global__ void __launch_bounds__(128) AttnBwdDqConvert(const AttnParams p) {
+  using R = BwdRowPass<D>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int b = blockIdx.z, h = blockIdx.y;
+  const int b = blockIdx.z, h = blockIdx.y, c = (lane % R::kLanesPerRow) * 8;
   const int Sq = p.mask.seq_q;
-  for (int i = 0; i < kPreRowsPerBlock / 4; ++i) {
-    const int q = blockIdx.x * kPreRowsPerBlock + warp * (kPreRowsPerBlock / 4) + i;
-    if (q >= Sq) break;
-    const float* acc_bh = p.dq_accum + (static_cast<long long>(b) * p.heads_q + h) * DqAccumRows(Sq) * D;
-    bf16* dQg = static_cast<bf16*>(p.dq) + b * p.dq_batch_stride + h * p.dq_head_stride + q * p.dq_seq_stride;
+  const int q0 = blockIdx.x * kPreRowsPerBlock + warp * (kPreRowsPerBlock / 4) + lane / R::kLanesPerRow;
+  const float* const acc_bh = p.dq_accum + (static_cast<long long>(b) * p.heads_q + h) * DqAccumRows(Sq) * D;
+  float4 x[R::kSteps][2];
 #pragma unroll
-    for (int c = lane * 2; c < D; c += 64) {
-      float2 x = *reinterpret_cast<const float2*>(acc_bh + DqAccumOffset(q, c, D));
-      *reinterpret_cast<unsigned*>(dQg + c) = pack_bf16x2(x.x * p.scale, x.y * p.scale);
+  for (int i = 0; i < R::kSteps; ++i) {
+    const int q = q0 + i * R::kRowsPerStep;
+    if (q < Sq) {
+      const float4* a = reinterpret_cast<const float4*>(acc_bh + DqAccumOffset(q, c, D));
+      x[i][0] = a[0];
+      x[i][1] = a[1];
     }
+  }
+#pragma unroll
+  for (int i = 0; i < R::kSteps; ++i) {
+    const int q = q0 + i * R::kRowsPerStep;
+    if (q >= Sq) continue;
+    const float s = p.scale;
+    uint4 out;
+    out.x = pack_bf16x2(x[i][0].x * s, x[i][0].y * s);
+    out.y = pack_bf16x2(x[i][0].z * s, x[i][0].w * s);
+    out.z = pack_bf16x2(x[i][1].x * s, x[i][1].y * s);
+    out.w = pack_bf16x2(x[i][1].z * s, x[i][1].w * s);
+    *reinterpret_cast<uint4*>(static_cast<bf16*>(p.dq) + b * p.dq_batch_stride + h * p.dq_head_stride +
+                              q * p.dq_seq_stride + c) = out;
   }
 }
 

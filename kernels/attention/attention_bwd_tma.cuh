@@ -167,8 +167,9 @@ __global__ void __launch_bounds__(kTmaBwdThreads, 1)
         const int h = walk(1) + it.gi, q0 = it.qt * BM;
         mbarrier_wait(bar_dq_full, n & 1);
         const int rows = rows_per_head - q0 < BM ? static_cast<int>(rows_per_head - q0) : BM;  // 8-row multiple
-        bulk_reduce_add_f32(p.dq_accum + ((WidenNonNeg(BwdBlockBatch()) * p.heads_q + h) * rows_per_head + q0) * D,
-                            smem_addr(sdQ), static_cast<unsigned>(rows * D * 4));
+        bulk_reduce_add_f32(
+            p.dq_accum + ((WidenNonNeg(BwdBlockBatch()) * p.heads_q + h) * rows_per_head + q0) * D, smem_addr(sdQ),
+            static_cast<unsigned>(rows * D * 4), l2_policy_evict_last());
         bulk_commit_group();
         bulk_wait_group_read<0>();
         mbarrier_arrive(bar_dq_empty);
@@ -189,8 +190,10 @@ __global__ void __launch_bounds__(kTmaBwdThreads, 1)
 #pragma unroll
           for (int cb = 0; cb < D / 64; ++cb) {
             const unsigned off = stage * kQueryTileBytes + cb * BM * 128;
-            tma_load_4d(smem_addr(sQ) + off, &maps.q, bar_full(stage), cb * 64, q0, h, BwdBlockBatch());
-            tma_load_4d(smem_addr(sdO) + off, &maps.dout, bar_full(stage), cb * 64, q0, h, BwdBlockBatch());
+            tma_load_4d_hint(smem_addr(sQ) + off, &maps.q, bar_full(stage), cb * 64, q0, h, BwdBlockBatch(),
+                             l2_policy_evict_last());
+            tma_load_4d_hint(smem_addr(sdO) + off, &maps.dout, bar_full(stage), cb * 64, q0, h, BwdBlockBatch(),
+                             l2_policy_evict_last());
           }
         }
       }

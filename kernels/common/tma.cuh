@@ -1,8 +1,8 @@
 // Hopper's bulk tensor copy engine (TMA) and the pieces a warp-specialised kernel is built from (sm_90a only):
 // the tensor-map parameter type, shared-memory mbarriers (init, arrive, expected transaction counts with and
-// without an arrival, parity wait), the 4-D tiled tensor copy global -> shared that completes on an mbarrier, bulk
-// reduce-adds shared -> global, and setmaxnreg (moving registers from a producer warpgroup to the consumer
-// warpgroups). One inline-asm function per instruction form, named after it, as in ptx.cuh.
+// without an arrival, parity wait), the 4-D tiled tensor copy global -> shared that completes on an mbarrier (also
+// under an L2 eviction policy), bulk reduce-adds shared -> global, and setmaxnreg (moving registers from a producer
+// warpgroup to the consumer warpgroups). One inline-asm function per instruction form, named after it, as in ptx.cuh.
 //
 // TmaDescriptor is the driver's CUtensorMap (128 opaque bytes, 64-byte aligned), made on the host by
 // cuTensorMapEncodeTiled and passed in a __grid_constant__ kernel parameter: the copy instruction takes the
@@ -78,11 +78,31 @@ __device__ __forceinline__ void tma_load_4d(unsigned dst, const TmaDescriptor* m
       : "memory");
 }
 
+// The L2 policy "evict last" for the whole line range a copy touches (cache_hint operands below): lines that other
+// blocks read or add to soon again stay in L2 ahead of streaming ones.
+__device__ __forceinline__ unsigned long long l2_policy_evict_last() {
+  unsigned long long policy;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+// tma_load_4d with an L2 policy (l2_policy_evict_last) for the lines it reads.
+__device__ __forceinline__ void tma_load_4d_hint(unsigned dst, const TmaDescriptor* map, unsigned bar, int c0, int c1,
+                                                 int c2, int c3, unsigned long long policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%3, "
+      "%4, %5, %6}], [%2], %7;\n" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "l"(policy)
+      : "memory");
+}
+
 // ---- bulk reductions shared -> global (one thread issues them; bulk_group completion) ----
-// dst[i] += src[i] for `bytes` / 4 floats (16-byte aligned addresses, bytes a multiple of 16), in L2.
-__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, unsigned src, unsigned bytes) {
-  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(src),
-               "r"(bytes)
+// dst[i] += src[i] for `bytes` / 4 floats (16-byte aligned addresses, bytes a multiple of 16), in L2, under an L2
+// policy (l2_policy_evict_last) for the lines it adds to.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, unsigned src, unsigned bytes,
+                                                    unsigned long long policy) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.L2::cache_hint.add.f32 [%0], [%1], %2, %3;\n" ::"l"(
+                   dst),
+               "r"(src), "r"(bytes), "l"(policy)
                : "memory");
 }
 __device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
