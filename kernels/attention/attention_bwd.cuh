@@ -31,16 +31,20 @@ struct BwdRowPass {
   static constexpr int kLanesPerRow = D / 8, kRowsPerStep = 32 / kLanesPerRow;
   static constexpr int kSteps = kPreRowsPerBlock / 4 / kRowsPerStep;
   static_assert(D % 64 == 0 && D <= 256 && kSteps >= 1, "head dim 64, 128 or 256");
+  // This thread's first column (8 of them) and its row of step 0 (step i: + i * kRowsPerStep).
+  static __device__ __forceinline__ int Col() { return (threadIdx.x & 31) % kLanesPerRow * 8; }
+  static __device__ __forceinline__ int Row0() {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    return blockIdx.x * kPreRowsPerBlock + warp * (kPreRowsPerBlock / 4) + lane / kLanesPerRow;
+  }
 };
 
 // grid (ceil(seq_q / 32), heads_q, batch), 128 threads.
 template <int D, bool ZERO_DQ_ACCUM>
 __global__ void __launch_bounds__(128) AttnBwdPre(const AttnParams p) {
   using R = BwdRowPass<D>;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int b = blockIdx.z, h = blockIdx.y, c = (lane % R::kLanesPerRow) * 8;
+  const int b = blockIdx.z, h = blockIdx.y, c = R::Col(), q0 = R::Row0();
   const int Sq = p.mask.seq_q;
-  const int q0 = blockIdx.x * kPreRowsPerBlock + warp * (kPreRowsPerBlock / 4) + lane / R::kLanesPerRow;
   uint4 o[R::kSteps], d[R::kSteps];
 #pragma unroll
   for (int i = 0; i < R::kSteps; ++i) {
@@ -67,7 +71,7 @@ __global__ void __launch_bounds__(128) AttnBwdPre(const AttnParams p) {
 #pragma unroll
     for (int off = R::kLanesPerRow / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
     if (q >= Sq) continue;
-    if (lane % R::kLanesPerRow == 0) p.delta[(static_cast<long long>(b) * p.heads_q + h) * Sq + q] = acc;
+    if (c == 0) p.delta[(static_cast<long long>(b) * p.heads_q + h) * Sq + q] = acc;
     if (ZERO_DQ_ACCUM) {  // 8 columns of one 8 x 8 tile row: contiguous
       float* const acc_bh = p.dq_accum + (static_cast<long long>(b) * p.heads_q + h) * DqAccumRows(Sq) * D;
       float4* z = reinterpret_cast<float4*>(acc_bh + DqAccumOffset(q, c, D));
@@ -80,10 +84,8 @@ __global__ void __launch_bounds__(128) AttnBwdPre(const AttnParams p) {
 template <int D>
 __global__ void __launch_bounds__(128) AttnBwdDqConvert(const AttnParams p) {
   using R = BwdRowPass<D>;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int b = blockIdx.z, h = blockIdx.y, c = (lane % R::kLanesPerRow) * 8;
+  const int b = blockIdx.z, h = blockIdx.y, c = R::Col(), q0 = R::Row0();
   const int Sq = p.mask.seq_q;
-  const int q0 = blockIdx.x * kPreRowsPerBlock + warp * (kPreRowsPerBlock / 4) + lane / R::kLanesPerRow;
   const float* const acc_bh = p.dq_accum + (static_cast<long long>(b) * p.heads_q + h) * DqAccumRows(Sq) * D;
   float4 x[R::kSteps][2];
 #pragma unroll
