@@ -6,6 +6,7 @@
 
 #include "kernels/attention/attention_config.h"
 #include "kernels/attention/attention_params.cuh"
+#include "kernels/common/tensor_map.h"
 #include "tuner/gpu_runtime.h"
 
 namespace dflash::attention {
@@ -96,31 +97,13 @@ struct TmaMaps {
 };
 static_assert(sizeof(CUtensorMap) == 128 && sizeof(TmaMaps) == 3 * 128, "AttnTmaMaps mirrors three CUtensorMaps");
 
-// A 4-D tensor map (head_dim, seq, heads, batch) over a bf16 tensor with the 128-byte swizzle and boxes of 64 columns
-// x box_rows rows: the layout wgmma.cuh's descriptors read. Strides of 16-byte multiples (CheckTensor) are what the
-// copy engine needs; a dimension of extent 1 gets a harmless stride, since the driver checks strides it never uses.
+// The map of a (batch, seq, heads, head_dim) tensor with boxes of box_rows rows (kernels/common/tensor_map.h).
 Result<CUtensorMap> EncodeTensorMap(const TensorRef& t, std::int64_t seq, std::int64_t heads, std::int64_t batch,
                                     std::int64_t head_dim, unsigned box_rows, const char* name) {
-  const std::int64_t row_bytes = head_dim * 2;
-  auto stride = [&](std::int64_t elems, std::int64_t extent, std::int64_t fallback) {
-    return static_cast<cuuint64_t>(extent > 1 ? elems * 2 : fallback);
-  };
-  const cuuint64_t seq_stride = stride(t.seq_stride, seq, row_bytes);
-  const cuuint64_t head_stride = stride(t.head_stride, heads, static_cast<std::int64_t>(seq_stride) * seq);
-  const cuuint64_t batch_stride = stride(t.batch_stride, batch, static_cast<std::int64_t>(head_stride) * heads);
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(seq),
-                              static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(batch)};
-  const cuuint64_t strides[3] = {seq_stride, head_stride, batch_stride};
-  const cuuint32_t box[4] = {64, box_rows, 1, 1};
-  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
-  DFLASH_ASSIGN_OR_RETURN(const gpu::DriverApi* api, gpu::Driver());
-  CUtensorMap map;
-  const CUresult r = api->TensorMapEncodeTiled(
-      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, reinterpret_cast<void*>(t.ptr), dims, strides, box, elem_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  DFLASH_RETURN_IF_ERROR(gpu::CheckCu(r, "cuTensorMapEncodeTiled", std::string("tensor map of ") + name));
-  return map;
+  return kernels::EncodeSw128TileMap({.ptr = t.ptr, .cols = head_dim, .rows = seq, .heads = heads, .batch = batch,
+                                      .row_stride = t.seq_stride, .head_stride = t.head_stride,
+                                      .batch_stride = t.batch_stride},
+                                     box_rows, name);
 }
 
 Result<TmaMaps> ForwardTensorMaps(const AttentionArgs& a, const tuner::Config& config) {

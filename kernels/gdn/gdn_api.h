@@ -65,6 +65,7 @@ Result<std::size_t> ChunkedWorkspaceBytes(const Geometry& g, const GdnArgs& args
 struct PreparedForward {
   Geometry geometry;
   int num_seqs = 0, num_chunks = 0, num_segments = 0;
+  std::int64_t num_tokens = 0;
   CUdeviceptr gcum = 0, w = 0, u = 0, kd = 0, vnew = 0, hbuf = 0, qg = 0, pmat = 0, maps = 0, seg_states = 0;
   CUdeviceptr rowscale = 0;  // the wgmma pass's row factors, fp32 pairs [tokens, HV] (0 otherwise)
   CUdeviceptr chunks = 0, segments = 0, final_index = 0, seq_segments = 0;

@@ -13,9 +13,9 @@ std::vector<tuner::TunableParam> Params() {
       {"out_bv", {32, 64, 128}, "output columns per block of the output kernel"},
       {"warps", {4, 8}, "warps per block (prep, state, output)"},
       {"segment_chunks", {0, 8, 16, 32}, "0: sequential state pass; else chunks per segment of the split pass"},
-      {"fused", {0, 1, 2, 3},
+      {"fused", {0, 1, 2, 3, 4},
        "0: separate state and output kernels; 1, 2: one kernel with 1 or 2 load stages; 3: that kernel on wgmma "
-       "(sm_90a)"},
+       "(sm_90a); 4: 3 fed by a producer warp's tensor copies (sm_90a)"},
       {"piece_chunks", {0, 64},
        "0: prep, then the state pass; else chunks per piece: prep of piece i+1 overlaps the state pass of piece i"},
   };
@@ -33,8 +33,9 @@ std::string GeometryInvalidReason(const tuner::Config& config) {
   if (config.at("fused") > 0 && config.at("out_bv") != kFusedOutBv) {
     return "out_bv is unused when fused (fused configs carry out_bv " + std::to_string(kFusedOutBv) + ")";
   }
-  if (config.at("fused") == kFusedWgmma && (config.at("state_bv") != ::gdn::kWgmmaBv || config.at("warps") != 4)) {
-    return "fused 3 (the wgmma pass) is one warpgroup per " + std::to_string(::gdn::kWgmmaBv) +
+  if (IsHopperTier(config) && (config.at("state_bv") != ::gdn::kWgmmaBv || config.at("warps") != 4)) {
+    return "fused " + std::to_string(config.at("fused")) + " (a wgmma pass) is one warpgroup per " +
+           std::to_string(::gdn::kWgmmaBv) +
            " state columns: state_bv " + std::to_string(::gdn::kWgmmaBv) + ", warps 4";
   }
   if (config.at("piece_chunks") > 0 && (config.at("fused") == 0 || config.at("segment_chunks") > 0)) {
@@ -45,16 +46,19 @@ std::string GeometryInvalidReason(const tuner::Config& config) {
 
 bool IsHopperTier(const tuner::Config& config) {
   auto it = config.find("fused");
-  return it != config.end() && it->second == kFusedWgmma;
+  return it != config.end() && (it->second == kFusedWgmma || it->second == kFusedWgmmaTma);
 }
 
 std::string ArchInvalidReason(const tuner::Config& config, std::string_view arch) {
   if (IsHopperTier(config) && arch != "sm_90a")
-    return "the wgmma pass (fused 3) needs sm_90a, not " + std::string(arch);
+    return "the wgmma pass (fused " + std::to_string(config.at("fused")) + ") needs sm_90a, not " + std::string(arch);
   return "";
 }
 
 std::string DominatedReason(const tuner::Config& config) {
+  if (config.at("fused") == kFusedWgmmaTma) {
+    return "not yet measured: fused 4 (the wgmma pass fed by a producer warp) has not run on a GPU";
+  }
   if (config.at("fused") == 0) {
     return "dominated: fused 0 (separate state and output kernels) is slower than the fused kernel";
   }
@@ -83,6 +87,11 @@ Result<Geometry> GeometryOf(const tuner::Config& config) {
   return g;
 }
 
+bool Geometry::IsWgmmaPass() const { return fused == kFusedWgmma || fused == kFusedWgmmaTma; }
+unsigned Geometry::fused_threads() const {
+  return fused == kFusedWgmmaTma ? static_cast<unsigned>(::gdn::kWgmmaTmaThreads) : threads();
+}
+
 tuner::Config ConfigOf(const Geometry& g) {
   return {{"chunk", g.chunk}, {"state_bv", g.state_bv}, {"out_bv", g.out_bv}, {"warps", g.warps},
           {"segment_chunks", g.segment_chunks}, {"fused", g.fused}, {"piece_chunks", g.piece_chunks}};
@@ -93,11 +102,13 @@ KernelNames KernelNamesOf(const Geometry& g) {
                     w = std::to_string(g.warps);
   KernelNames n;
   n.prep = "gdn::gdn_chunk_prep<" + c + ", " + w +
-           (g.fused == kFusedWgmma ? ", true, true>" : g.fused ? ", true>" : ", false>");
+           (g.IsWgmmaPass() ? ", true, true>" : g.fused ? ", true>" : ", false>");
   n.transfer = "gdn::gdn_chunk_state<" + c + ", " + s + ", " + w + ", true>";
   n.combine = "gdn::gdn_state_combine<" + s + ">";
   if (g.fused == kFusedWgmma) {
     n.fused = "gdn::gdn_chunk_fused_wgmma<" + c + ">";
+  } else if (g.fused == kFusedWgmmaTma) {
+    n.fused = "gdn::gdn_chunk_fused_wgmma_tma<" + c + ">";
   } else if (g.fused) {
     n.fused = "gdn::gdn_chunk_fused<" + c + ", " + s + ", " + w + ", " + std::to_string(g.fused) + ">";
   } else {
@@ -121,7 +132,9 @@ int StateSharedBytesOf(const Geometry& g) { return ::gdn::StateSharedBytes(g.chu
 int CombineSharedBytesOf(const Geometry& g) { return ::gdn::CombineSharedBytes(g.state_bv); }
 int OutputSharedBytesOf(const Geometry& g) { return ::gdn::OutputSharedBytes(g.chunk, g.out_bv); }
 int FusedSharedBytesOf(const Geometry& g) {
-  return g.fused == kFusedWgmma ? ::gdn::FusedWgmmaSharedBytes(g.chunk) : ::gdn::FusedSharedBytes(g.chunk, g.state_bv, g.fused);
+  if (g.fused == kFusedWgmma) return ::gdn::FusedWgmmaSharedBytes(g.chunk);
+  if (g.fused == kFusedWgmmaTma) return ::gdn::FusedWgmmaTmaSharedBytes(g.chunk);
+  return ::gdn::FusedSharedBytes(g.chunk, g.state_bv, g.fused);
 }
 int MaxSharedBytesOf(const Geometry& g) {
   int m = PrepSharedBytesOf(g);
@@ -142,7 +155,7 @@ std::vector<KernelShape> KernelShapesOf(const Geometry& g) {
                                      {n.combine, kCombineThreads, CombineSharedBytesOf(g)},
                                      {n.recurrent, 2u * kRecurrentBv, 0}};
   if (g.fused) {
-    shapes.push_back({n.fused, g.threads(), FusedSharedBytesOf(g)});
+    shapes.push_back({n.fused, g.fused_threads(), FusedSharedBytesOf(g)});
   } else {
     shapes.push_back({n.state, g.threads(), StateSharedBytesOf(g)});
     shapes.push_back({n.output, g.threads(), OutputSharedBytesOf(g)});

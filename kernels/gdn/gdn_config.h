@@ -7,7 +7,8 @@
 //                   (gdn_chunk_fused, state_bv columns per block, h_n and V_new stay on chip) with 1 or 2
 //                   load stages (2: the next chunk's operands load a whole chunk ahead, twice the smem);
 //                   3: the same pass on wgmma (gdn_chunk_fused_wgmma, the Hopper tier: sm_90a only, one
-//                   warpgroup per 64 state columns, so state_bv 64 and warps 4)
+//                   warpgroup per 64 state columns, so state_bv 64 and warps 4); 4: 3 with its copies issued by
+//                   a producer warp (gdn_chunk_fused_wgmma_tma: bulk tensor copies on mbarriers; same shape)
 //   warps           warps per block of the prep / state / output kernels
 //   segment_chunks  0: one sequential state pass per sequence; else chunks per segment of the parallel split
 //                   (transfer maps per segment, combine, state pass per segment); a launch-time choice only
@@ -38,7 +39,9 @@ struct Geometry {
   int segment_chunks = 0;
   int fused = 0;
   int piece_chunks = 0;
-  unsigned threads() const { return static_cast<unsigned>(warps) * 32u; }
+  unsigned threads() const { return static_cast<unsigned>(warps) * 32u; }  // prep, state, output, transfer
+  bool IsWgmmaPass() const;
+  unsigned fused_threads() const;  // the fused pass's block
 };
 
 // Empty when every parameter is present with a value of the space; otherwise the reason.
@@ -55,13 +58,17 @@ Result<Geometry> GeometryOf(const tuner::Config& config);
 //            block per SM: 0.76 vs 0.51 ms);
 //   segment_chunks 8, 16: shorter segments than 32 add combine steps and transfer launches; at (16,48) 1x8192
 //            every split was slower than the sequential pass and 16-chunk segments slower than 32, and the only
-//            tuned winner with a split (1x32768) used 32.
+//            tuned winner with a split (1x32768) used 32;
+//   fused 4: not measured yet (written without a GPU at hand); kernels/gdn/NOTES.md says what its first run on the
+//            H200 must show (GdnGpu, then an A/B against fused 3) before the tuner may spend its budget on it.
 std::string DominatedReason(const tuner::Config& config);
 tuner::Config ConfigOf(const Geometry& g);
 
-// The `fused` value of the Hopper tier's wgmma pass (gdn_chunk_fused_wgmma, compiled from gdn_kernels_sm90a.cu).
+// The `fused` values of the Hopper tier's wgmma passes (compiled from gdn_kernels_sm90a.cu): gdn_chunk_fused_wgmma
+// (the warpgroup copies with cp.async) and gdn_chunk_fused_wgmma_tma (a producer warp's tensor copies).
 constexpr int kFusedWgmma = 3;
-// True for a config of the Hopper tier (fused kFusedWgmma).
+constexpr int kFusedWgmmaTma = 4;
+// True for a config of the Hopper tier (fused kFusedWgmma or kFusedWgmmaTma).
 bool IsHopperTier(const tuner::Config& config);
 // Empty when the config can be built for `arch`; the Hopper tier's reason otherwise.
 std::string ArchInvalidReason(const tuner::Config& config, std::string_view arch);

@@ -46,7 +46,7 @@ class GdnFamily final : public kernels::SpecFamily<ProblemSpec> {
     BlockShape s;
     Result<Geometry> g = GeometryOf(config);
     if (!g.ok()) return s;
-    s.threads = std::max(g->threads(), kCombineThreads);
+    s.threads = std::max({g->threads(), g->fused_threads(), kCombineThreads});
     s.dynamic_shared_bytes = static_cast<std::size_t>(MaxSharedBytesOf(*g));
     return s;
   }

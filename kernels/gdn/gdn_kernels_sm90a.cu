@@ -2,6 +2,7 @@
 // with the portable kernels a Hopper variant launches beside it (prep, the split pass's transfer and combine, the
 // recurrent step). Variants are instantiated through name expressions (gdn_config.cc, KernelNamesOf).
 #include "gdn_chunk_fused_wgmma.cuh"
+#include "gdn_chunk_fused_wgmma_tma.cuh"
 #include "gdn_chunk_prep.cuh"
 #include "gdn_chunk_state.cuh"
 #include "gdn_recurrent.cuh"

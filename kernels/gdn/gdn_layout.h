@@ -54,6 +54,13 @@ GDN_HD constexpr int FusedWgmmaSharedBytes(int c) {
   return 2 * (FusedWgmmaStageBytes(c) + c * 8) + FusedWgmmaOStageBytes(c);
 }
 
+// gdn_chunk_fused_wgmma_tma<C> (sm_90a): one warpgroup and a producer warp; the two stages as above, two O staging
+// tiles, the factor pairs of both stages, then the stages' "full" and "empty" mbarriers (8 bytes each).
+constexpr int kWgmmaTmaThreads = 160;
+GDN_HD constexpr int FusedWgmmaTmaSharedBytes(int c) {
+  return 2 * (FusedWgmmaStageBytes(c) + FusedWgmmaOStageBytes(c) + c * 8) + 4 * 8;
+}
+
 // gdn_state_combine<BV>: M [128][129] fp32, h [128][BV] fp32.
 GDN_HD constexpr int CombineSharedBytes(int bv) { return kDim * (kDim + 1) * 4 + kDim * bv * 4; }
 

@@ -96,9 +96,20 @@ class GdnWorkload final : public tuner::Workload {
       DFLASH_ASSIGN_OR_RETURN(buf, gpu::DeviceBuffer::Alloc(std::max<std::size_t>(bytes, 16), label));
       return bytes ? buf.Upload(data, bytes) : Status::Ok();
     };
-    DFLASH_RETURN_IF_ERROR(upload(q_buf_, q_.data(), q_.size() * 2, "gdn q"));
-    DFLASH_RETURN_IF_ERROR(upload(k_buf_, k_.data(), k_.size() * 2, "gdn k"));
-    DFLASH_RETURN_IF_ERROR(upload(v_buf_, v_.data(), v_.size() * 2, "gdn v"));
+    const std::int64_t row = (2 * H + HV) * D;  // one_projection: a token's q heads, k heads, v heads
+    if (form_.one_projection) {
+      std::vector<std::uint16_t> qkv(static_cast<std::size_t>(T * row));
+      for (std::int64_t t = 0; t < T; ++t) {
+        std::copy_n(q_.begin() + t * H * D, H * D, qkv.begin() + t * row);
+        std::copy_n(k_.begin() + t * H * D, H * D, qkv.begin() + t * row + H * D);
+        std::copy_n(v_.begin() + t * HV * D, HV * D, qkv.begin() + t * row + 2 * H * D);
+      }
+      DFLASH_RETURN_IF_ERROR(upload(q_buf_, qkv.data(), qkv.size() * 2, "gdn qkv"));
+    } else {
+      DFLASH_RETURN_IF_ERROR(upload(q_buf_, q_.data(), q_.size() * 2, "gdn q"));
+      DFLASH_RETURN_IF_ERROR(upload(k_buf_, k_.data(), k_.size() * 2, "gdn k"));
+      DFLASH_RETURN_IF_ERROR(upload(v_buf_, v_.data(), v_.size() * 2, "gdn v"));
+    }
     if (form_.precomputed_gates) {
       DFLASH_RETURN_IF_ERROR(upload(a_buf_, g_.data(), g_.size() * 4, "gdn g"));
       DFLASH_RETURN_IF_ERROR(upload(b_buf_, beta_.data(), beta_.size() * 4, "gdn beta"));
@@ -118,6 +129,12 @@ class GdnWorkload final : public tuner::Workload {
     if (form_.precomputed_gates) {
       args_.g = a_buf_.ptr(), args_.beta = b_buf_.ptr();
       args_.a = args_.b = args_.A_log = args_.dt_bias = 0;
+    }
+    if (form_.one_projection) {
+      args_.q = q_buf_.ptr();
+      args_.k = q_buf_.ptr() + static_cast<CUdeviceptr>(H * D * 2);
+      args_.v = q_buf_.ptr() + static_cast<CUdeviceptr>(2 * H * D * 2);
+      args_.q_stride_t = args_.k_stride_t = args_.v_stride_t = row;
     }
     args_.qk_l2norm = form_.qk_l2norm;
     args_.h0 = spec_.initial_state ? h0_buf_.ptr() : 0;

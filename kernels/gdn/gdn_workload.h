@@ -27,6 +27,7 @@ constexpr double kRelL2Tol = 2e-2;
 struct InputForm {
   bool precomputed_gates = false;  // GdnArgs::g / beta (fp32) instead of a, b, A_log, dt_bias
   bool qk_l2norm = true;           // false: q, k L2-normalised on the host (then rounded to bf16), used as given
+  bool one_projection = false;     // q, k, v as strided views of one [T, (2 H + HV) x 128] projection output
 };
 
 Result<std::unique_ptr<tuner::Workload>> MakeGdnWorkload(const gpu::Context& ctx, const ProblemSpec& spec,

@@ -47,6 +47,15 @@ TEST(KernelBenchArgs, InstanceOnlyNeedsAnOutputFileAndExcludesResolveOnly) {
   EXPECT_EQ(ValidateArgs(a).code(), ErrorCode::kInvalidArgument);
 }
 
+TEST(KernelBenchArgs, ConfigExcludesResolveOnly) {
+  BenchArgs a = Valid();
+  a.config_json = R"({"chunk":32})";
+  EXPECT_TRUE(ValidateArgs(a).ok());
+  a.resolve_only = true;
+  EXPECT_EQ(ValidateArgs(a).code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(ValidateArgs(a).message().find("--config"), std::string::npos);
+}
+
 TEST(KernelBenchArgs, ProblemTextMustBeAJsonObject) {
   EXPECT_FALSE(ParseProblemText("not json").ok());
   EXPECT_FALSE(ParseProblemText("[1, 2]").ok());

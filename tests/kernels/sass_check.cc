@@ -59,4 +59,12 @@ Result<int> HgmmaCountOnSm90a(const std::vector<std::uint8_t>& cubin, std::strin
   return n;
 }
 
+std::string WgmmaSerialisationAdvisory(std::string_view compile_log) {
+  const std::size_t at = compile_log.find("wgmma.mma_async instructions are serialized");
+  if (at == std::string_view::npos) return {};
+  const std::size_t line = compile_log.rfind('\n', at);
+  const std::size_t start = line == std::string_view::npos ? 0 : line + 1;
+  return std::string(compile_log.substr(start, compile_log.find('\n', at) - start));
+}
+
 }  // namespace dflash::testing

@@ -1,6 +1,6 @@
 // SASS of a compiled variant, for the compile tests of the Hopper tier: the cubin disassembled by nvdisasm (the CUDA
 // toolkit's, else the one tools/scripts/install-deps.sh puts in the user cache; CMake finds it), the count of one
-// instruction in it, and the tier's HGMMA count. Thread-safety: re-entrant (each call uses its own temporary file).
+// instruction in it, the tier's HGMMA count, and ptxas's advisory that it serialised the wgmma. Thread-safety: re-entrant (each call uses its own temporary file).
 #pragma once
 
 #include <cstdint>
@@ -21,5 +21,8 @@ Result<int> CountCubinInstructions(const std::vector<std::uint8_t>& cubin, std::
 // The Hopper tier's check of a variant compiled for `arch`: its HGMMA instructions on sm_90a, -1 (not counted) on
 // any other arch; on sm_90a, CountCubinInstructions's error saying it was counting HGMMA.
 Result<int> HgmmaCountOnSm90a(const std::vector<std::uint8_t>& cubin, std::string_view arch);
+// The line of the compile log where ptxas says it serialised the wgmma pipeline (each product waited for: the
+// advisories C7510-C7520), or empty.
+std::string WgmmaSerialisationAdvisory(std::string_view compile_log);
 
 }  // namespace dflash::testing

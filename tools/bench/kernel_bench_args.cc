@@ -37,6 +37,10 @@ void AddBenchOptions(CLI::App& app, BenchArgs& a) {
   app.add_option("--instance-out", a.instance_out,
                  "Write the random instance's facts as JSON to this file: DFlash anchors and block validity, "
                  "cu_seqlens, attended (q, kv) pairs; what a side-by-side benchmark needs to build the same problem");
+  app.add_option("--config", a.config_json,
+                 "Time this config (a JSON object of the family's parameters) instead of the cache's winner: also "
+                 "one the tuner skips (its reason is reported as skipped_by_tuner), never one the arch cannot run; "
+                 "compiled once into the cache's artifacts, as warmup compiles");
 }
 
 Status ValidateArgs(const BenchArgs& a) {
@@ -51,6 +55,9 @@ Status ValidateArgs(const BenchArgs& a) {
   if (!(a.timeout_ms > 0.0) || !std::isfinite(a.timeout_ms)) return InvalidArgument("--timeout-ms must be > 0");
   if (a.resolve_only && a.instance_only) return InvalidArgument("--resolve-only and --instance-only exclude each other");
   if (a.instance_only && a.instance_out.empty()) return InvalidArgument("--instance-only needs --instance-out FILE");
+  if (!a.config_json.empty() && a.resolve_only) {
+    return InvalidArgument("--config and --resolve-only exclude each other (--resolve-only reads the winner)");
+  }
   return Status::Ok();
 }
 

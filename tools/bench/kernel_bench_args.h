@@ -32,6 +32,7 @@ struct BenchArgs {
   bool resolve_only = false; // look the winner up and print it; needs no GPU with --arch
   bool instance_only = false;  // write --instance-out and stop; needs neither cache nor GPU
   std::string instance_out;  // file for the facts of the random instance (anchors, cu_seqlens, attended pairs)
+  std::string config_json;   // time this config (compiled through the cache's artifacts) instead of the winner
 };
 
 // Registers every option on `app` (which must outlive nothing: values land in `args`).

@@ -11,6 +11,8 @@
 #include "tuner/gpu_runtime.h"
 #include "tuner/arch_limits.h"
 #include "tuner/kernel_provider.h"
+#include "tuner/loaded_kernel.h"
+#include "tuner/variant_build.h"
 #include "tuner/tuning_key.h"
 
 namespace dflash::bench {
@@ -60,6 +62,22 @@ Result<json> Resolve(const tuner::KernelFamily& family, const tuner::Problem& pr
               {"tuned_ms", entry->timing.median_ms}, {"cubin_sha256", entry->cubin_sha256}};
 }
 
+// --config: the config compiled (or its artifact read) through the cache, pruned against the arch's limits as
+// warmup prunes, and loaded. Refused when the arch cannot build it; a config the tuner merely skips is allowed.
+Result<std::unique_ptr<tuner::LoadedKernel>> LoadConfig(const tuner::KernelFamily& family,
+                                                        const tuner::Problem& bucket, cache::KernelCache& cache,
+                                                        const std::string& arch, const std::string& config_json) {
+  DFLASH_ASSIGN_OR_RETURN(tuner::Config config, tuner::ConfigFromJson(config_json));
+  if (const std::string why = family.ArchInvalidReason(config, arch); !why.empty()) {
+    return InvalidArgument("--config " + tuner::ConfigLabel(config) + " does not run on " + arch + ": " + why);
+  }
+  DFLASH_ASSIGN_OR_RETURN(tuner::CompiledCandidate c,
+                          tuner::CompileCandidate(cache, family, config, bucket, arch, /*allow_spills=*/false));
+  const std::string label = std::string(family.name()) + "[" + tuner::ConfigLabel(config) + "]";
+  if (c.outcome != cache::Outcome::kOk) return InvalidArgument("--config " + label + ": " + c.reason);
+  return tuner::LoadedKernel::Load(c.artifact.cubin, c.artifact.kernel_names, config, label);
+}
+
 Status CheckOnce(tuner::Workload& w, const std::function<Status(CUstream)>& run, CUstream stream,
                  const std::string& what) {
   DFLASH_RETURN_IF_ERROR(w.PoisonOutputs(stream).WithContext("poisoning outputs before " + what));
@@ -81,7 +99,17 @@ Result<json> RunOnGpu(const BenchArgs& a, const tuner::KernelFamily& family, con
   if (a.resolve_only) return Resolve(family, problem, bucket, cache, arch);
 
   tuner::KernelProvider provider(cache, ctx, arch);
-  DFLASH_ASSIGN_OR_RETURN(tuner::ResolvedKernel winner, provider.Get(family, problem));
+  std::unique_ptr<tuner::LoadedKernel> chosen;  // --config: the variant timed instead of the winner
+  tuner::ResolvedKernel winner;
+  std::string skipped_by_tuner;
+  if (a.config_json.empty()) {
+    DFLASH_ASSIGN_OR_RETURN(winner, provider.Get(family, problem));
+  } else {
+    DFLASH_ASSIGN_OR_RETURN(chosen, LoadConfig(family, bucket, cache, arch, a.config_json));
+    winner.variant = &chosen->variant();
+    winner.config = a.config_json;
+    skipped_by_tuner = family.InvalidReason(chosen->variant().config, bucket);
+  }
   const tuner::LoadedVariant& variant = *winner.variant;
   DFLASH_ASSIGN_OR_RETURN(gpu::Stream stream, gpu::Stream::Create());
   DFLASH_RETURN_IF_ERROR(stream.Synchronize());
@@ -150,6 +178,7 @@ Result<json> RunOnGpu(const BenchArgs& a, const tuner::KernelFamily& family, con
               {"key", winner.key_digest},
               {"device", ctx.info().name},
               {"arch", arch}};
+  if (!a.config_json.empty()) out["skipped_by_tuner"] = skipped_by_tuner;
   return out;
 }
 

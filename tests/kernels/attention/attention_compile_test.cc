@@ -71,8 +71,7 @@ Outcome CompileOne(const tuner::KernelFamily& family, const tuner::Config& confi
     // Each kernel against its own launch's (threads, dynamic shared memory), as the tuner prunes.
     if (!why.empty() && o.prune_reason.empty()) o.prune_reason = expr + ": " + why;
   }
-  const std::size_t adv = compiled->log.find("wgmma.mma_async instructions are serialized");
-  if (adv != std::string::npos) o.serialized = compiled->log.substr(adv, compiled->log.find('\n', adv) - adv);
+  o.serialized = testing::WgmmaSerialisationAdvisory(compiled->log);
   const Result<int> hgmma = testing::HgmmaCountOnSm90a(compiled->cubin, arch);
   if (hgmma.ok()) o.hgmma = *hgmma;
   o.status = hgmma.status();

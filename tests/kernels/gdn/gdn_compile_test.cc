@@ -1,6 +1,7 @@
 // Every distinct variant of the gdn space compiles with NVRTC for sm_90 and sm_120 and then passes the arch's
-// PruneReason or is pruned for a stated reason; the Hopper tier's variants (fused 3) compile for sm_90a without
-// spills, within the arch's limits, with HGMMA in their SASS (CPU only: NVRTC needs no GPU).
+// PruneReason or is pruned for a stated reason; the Hopper tier's variants (fused 3, 4) compile for sm_90a without
+// spills, within the arch's limits, with HGMMA in their SASS and no wgmma serialised by ptxas (CPU only: NVRTC
+// needs no GPU).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -27,6 +28,7 @@ struct Outcome {
   std::string prune_reason;
   int spill_stores = 0;
   int hgmma = -1;  // HGMMA instructions in the SASS (counted for sm_90a only)
+  std::string serialized;  // ptxas's advisory when it serialised the wgmma pipeline
 };
 
 // On sm_90a only the Hopper tier is compiled (the portable variants are the sm_90 code, compiled there).
@@ -43,7 +45,7 @@ void CompileWholeSpace(const std::string& arch) {
   for (const tuner::Config& config : tuner::EnumerateSpace(family)) {
     const std::string why = GeometryInvalidReason(config);
     if ((config.at("fused") > 0 && config.at("out_bv") != kFusedOutBv) ||
-        (config.at("fused") == 3 && (config.at("state_bv") != ::gdn::kWgmmaBv || config.at("warps") != 4)) ||
+        (config.at("fused") >= 3 && (config.at("state_bv") != ::gdn::kWgmmaBv || config.at("warps") != 4)) ||
         (config.at("piece_chunks") > 0 && (config.at("fused") == 0 || config.at("segment_chunks") > 0))) {
       EXPECT_NE(why, "") << tuner::ConfigLabel(config);
       continue;
@@ -87,6 +89,7 @@ void CompileWholeSpace(const std::string& arch) {
                                                    static_cast<std::size_t>(k.dynamic_shared), /*allow_spills=*/false);
         if (!why.empty() && o.prune_reason.empty()) o.prune_reason = expr + ": " + why;
       }
+      o.serialized = testing::WgmmaSerialisationAdvisory(compiled->log);
       const Result<int> hgmma = testing::HgmmaCountOnSm90a(compiled->cubin, arch);
       if (hgmma.ok()) o.hgmma = *hgmma;
       o.status = hgmma.status();
@@ -101,6 +104,7 @@ void CompileWholeSpace(const std::string& arch) {
     if (arch == "sm_90a") {
       EXPECT_GT(o.hgmma, 0) << o.label << ": no HGMMA in the SASS of a Hopper-tier variant";
       EXPECT_EQ(o.prune_reason, "") << o.label << ": a Hopper-tier variant must run on sm_90a";
+      EXPECT_EQ(o.serialized, "") << o.label << ": ptxas serialised the wgmma";
     }
     if (o.prune_reason.empty()) {
       ++runnable;

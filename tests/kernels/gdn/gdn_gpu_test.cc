@@ -95,14 +95,15 @@ TEST_F(GdnGpu, VariantsMatchTheFloat64ReferenceOnPackedAndSingleSequences) {
           }
         }
   const std::string arch = ctx->info().arch();
-  if (arch == "sm_90a") {  // the Hopper tier: the wgmma fused pass (one warpgroup, 64 state columns)
-    for (int chunk : {32, 64})
-      for (int seg : {0, 8})
-        for (int pieces : {0, 64}) {
-          if (pieces > 0 && (seg > 0 || chunk == 64)) continue;
-          configs.push_back(ConfigOf({.chunk = chunk, .state_bv = ::gdn::kWgmmaBv, .out_bv = kFusedOutBv,
-                                      .warps = 4, .segment_chunks = seg, .fused = 3, .piece_chunks = pieces}));
-        }
+  if (arch == "sm_90a") {  // the Hopper tier: the wgmma fused passes (one warpgroup, 64 state columns)
+    for (int fused : {kFusedWgmma, kFusedWgmmaTma})
+      for (int chunk : {32, 64})
+        for (int seg : {0, 8})
+          for (int pieces : {0, 64}) {
+            if (pieces > 0 && (seg > 0 || chunk == 64)) continue;
+            configs.push_back(ConfigOf({.chunk = chunk, .state_bv = ::gdn::kWgmmaBv, .out_bv = kFusedOutBv,
+                                        .warps = 4, .segment_chunks = seg, .fused = fused, .piece_chunks = pieces}));
+          }
   }
   tuner::ThreadPool pool(8);
   std::vector<std::future<Result<tuner::CompiledVariant>>> compiled;
@@ -130,9 +131,12 @@ TEST_F(GdnGpu, VariantsMatchTheFloat64ReferenceOnPackedAndSingleSequences) {
                         Case{2, 2, 64, 1, true}, Case{1, 2, 8192, 1, true}, Case{1, 1, 32768, 1, false},
                         // flash-linear-attention's forms: g, beta given; with and without in-kernel normalisation
                         Case{2, 4, 1000, 3, true, {true, true}}, Case{2, 6, 300, 2, true, {true, false}},
-                        Case{2, 2, 65, 1, false, {false, false}}}) {
+                        Case{2, 2, 65, 1, false, {false, false}},
+                        // q, k, v as strided views of one projection (the tensor maps' strides), packed
+                        Case{2, 6, 1000, 3, true, {false, true, true}}}) {
     SCOPED_TRACE("H=" + std::to_string(c.H) + " HV=" + std::to_string(c.HV) + " T=" + std::to_string(c.tokens) +
-                 (c.form.precomputed_gates ? " g/beta given" : "") + (c.form.qk_l2norm ? "" : " q/k as given"));
+                 (c.form.precomputed_gates ? " g/beta given" : "") + (c.form.qk_l2norm ? "" : " q/k as given") +
+                 (c.form.one_projection ? " q/k/v in one projection" : ""));
     ProblemSpec spec;
     spec.heads = c.H;
     spec.value_heads = c.HV;
