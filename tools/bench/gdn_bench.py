@@ -33,9 +33,10 @@ Dry run (no torch, no GPU, no FLA): python3 tools/bench/gdn_bench.py --build-dir
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
+
+from bench_common import kernel_bench_json, log_line, pjson, run_cmd
 
 K = 128
 
@@ -50,35 +51,6 @@ SHAPES = [
     ("(16,48) 1x32768", gdn_problem(16, 48, 32768)),
     ("(16,48) 8 packed, 32768", gdn_problem(16, 48, 32768, 8)),
 ]
-
-
-def pjson(p):
-    return json.dumps(p, separators=(",", ":"), sort_keys=True)
-
-
-def log_line(log, text):
-    print(text, flush=True)
-    if log:
-        log.write(text + "\n")
-        log.flush()
-
-
-def run_cmd(cmd, log, stream=False):
-    """Runs cmd; returns (CompletedProcess-like with returncode/stdout/stderr, seconds). stream=True echoes its
-    output line by line as it comes (long warmups show progress) and returns it as stdout."""
-    log_line(log, "$ " + " ".join(cmd))
-    t0 = time.time()
-    if not stream:
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if log:
-            log.write(r.stdout + r.stderr)
-        return r, time.time() - t0
-    lines = []
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
-        for line in proc.stdout:
-            lines.append(line)
-            log_line(log, line.rstrip("\n"))
-    return subprocess.CompletedProcess(cmd, proc.returncode, "".join(lines), ""), time.time() - t0
 
 
 # ---------------------------------------------------------------------------------------------------- our side
@@ -104,13 +76,7 @@ def kernel_bench_cmd(args, problem, arch=None):
 
 
 def run_kernel_bench(args, problem, log, arch=None):
-    r, _ = run_cmd(kernel_bench_cmd(args, problem, arch), log)
-    if r.returncode != 0:
-        return {"error": (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]}
-    try:
-        return json.loads(r.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError) as e:
-        return {"error": "unreadable kernel_bench output: %s" % e}
+    return kernel_bench_json(kernel_bench_cmd(args, problem, arch), log)
 
 
 def instance_facts(args, name, problem, log):
