@@ -119,9 +119,13 @@ __device__ __forceinline__ void bulk_wait_group() {
 
 // ---- register reconfiguration (every thread of a warpgroup executes the same one) ----
 // The split of a 384-thread block (one producer warpgroup, two consumer warpgroups; 168 registers a thread at
-// launch): 128 x 24 + 256 x 240 = 168 x 384, so the consumers' increase is exactly what the producer gives away.
+// launch): 128 x 24 + 256 x 240 = 168 x 384, so the consumers' increase is exactly what the producer gives away
+// (asking for more than the block was launched with would block setmaxnreg.inc for ever).
+// The consumers' share when the producer warpgroup keeps `producer` registers (multiples of 8).
+__host__ __device__ constexpr int ConsumerRegsForProducer(int producer) { return (168 * 384 - 128 * producer) / 256 / 8 * 8; }
 constexpr int kProducerWarpgroupRegs = 24;
-constexpr int kConsumerWarpgroupRegs = 240;
+constexpr int kConsumerWarpgroupRegs = ConsumerRegsForProducer(kProducerWarpgroupRegs);
+static_assert(kConsumerWarpgroupRegs == 240, "the split the attention kernels were measured with");
 template <int REGS>
 __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));

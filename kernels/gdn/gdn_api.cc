@@ -318,7 +318,8 @@ Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedF
   };
   CUdeviceptr kd = f.kd, w = f.w, u = f.u, gcum = f.gcum, hbuf = f.hbuf, vnew = f.vnew;
   WgmmaTensorMaps maps{};
-  if (g.fused == kFusedWgmmaTma && f.num_tokens > 0) {  // no tokens: no chunk, no copy reads a map
+  const bool tma_pass = g.fused == kFusedWgmmaTma || g.fused == kFusedWgmmaTmaPair;
+  if (tma_pass && f.num_tokens > 0) {  // no tokens: no chunk, no copy reads a map
     DFLASH_ASSIGN_OR_RETURN(maps, WgmmaTensorMapsOf(f, args));
   }
   // The fused pass over `count` segments of the uploaded list from `first`, states from h0 / to ht.
@@ -334,10 +335,8 @@ Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedF
                   &h0, &ht, &o, &ost, &osh};
     void* pt[] = {&maps, &H, &pmat, &gcum, &rowscale, &segs, &final_index, &HV, &h0, &ht, &o, &ost, &osh};
     void* pf[] = {&kd, &w, &u, &qg, &pmat, &gcum, &segs, &final_index, &HV, &h0, &ht, &o, &ost, &osh};
-    void** params = g.fused == kFusedWgmma ? pw : g.fused == kFusedWgmmaTma ? pt : pf;
-    return gpu::Launch(fused,
-                       {static_cast<unsigned>(kHeadDim / g.state_bv), static_cast<unsigned>(HV),
-                        static_cast<unsigned>(count)},
+    void** params = g.fused == kFusedWgmma ? pw : tma_pass ? pt : pf;
+    return gpu::Launch(fused, {g.fused_blocks_x(), static_cast<unsigned>(HV), static_cast<unsigned>(count)},
                        {g.fused_threads(), 1, 1}, FusedSharedBytesOf(g), on, params, label + " fused");
   };
 

@@ -13,9 +13,10 @@ std::vector<tuner::TunableParam> Params() {
       {"out_bv", {32, 64, 128}, "output columns per block of the output kernel"},
       {"warps", {4, 8}, "warps per block (prep, state, output)"},
       {"segment_chunks", {0, 8, 16, 32}, "0: sequential state pass; else chunks per segment of the split pass"},
-      {"fused", {0, 1, 2, 3, 4},
+      {"fused", {0, 1, 2, 3, 4, 5},
        "0: separate state and output kernels; 1, 2: one kernel with 1 or 2 load stages; 3: that kernel on wgmma "
-       "(sm_90a); 4: 3 fed by a producer warp's tensor copies (sm_90a)"},
+       "(sm_90a); 4: 3 fed by a producer warp's tensor copies (sm_90a); 5: 4 with a value head's two column blocks "
+       "in one block (sm_90a)"},
       {"piece_chunks", {0, 64},
        "0: prep, then the state pass; else chunks per piece: prep of piece i+1 overlaps the state pass of piece i"},
   };
@@ -38,6 +39,10 @@ std::string GeometryInvalidReason(const tuner::Config& config) {
            std::to_string(::gdn::kWgmmaBv) +
            " state columns: state_bv " + std::to_string(::gdn::kWgmmaBv) + ", warps 4";
   }
+  if (config.at("fused") == kFusedWgmmaTmaPair && config.at("chunk") != 32) {
+    return "fused 5 (two warpgroups a block) runs chunk 32 only: at chunk 64 its step needs 241 of the 232 "
+           "registers a consumer gets";
+  }
   if (config.at("piece_chunks") > 0 && (config.at("fused") == 0 || config.at("segment_chunks") > 0)) {
     return "piece_chunks needs the fused kernel and the sequential state pass (fused > 0, segment_chunks 0)";
   }
@@ -46,7 +51,8 @@ std::string GeometryInvalidReason(const tuner::Config& config) {
 
 bool IsHopperTier(const tuner::Config& config) {
   auto it = config.find("fused");
-  return it != config.end() && (it->second == kFusedWgmma || it->second == kFusedWgmmaTma);
+  return it != config.end() &&
+         (it->second == kFusedWgmma || it->second == kFusedWgmmaTma || it->second == kFusedWgmmaTmaPair);
 }
 
 std::string ArchInvalidReason(const tuner::Config& config, std::string_view arch) {
@@ -56,8 +62,9 @@ std::string ArchInvalidReason(const tuner::Config& config, std::string_view arch
 }
 
 std::string DominatedReason(const tuner::Config& config) {
-  if (config.at("fused") == kFusedWgmmaTma) {
-    return "not yet measured: fused 4 (the wgmma pass fed by a producer warp) has not run on a GPU";
+  if (config.at("fused") == kFusedWgmmaTma || config.at("fused") == kFusedWgmmaTmaPair) {
+    return "not yet measured: fused " + std::to_string(config.at("fused")) +
+           " (the wgmma pass fed by a producer warp) has not run on a GPU";
   }
   if (config.at("fused") == 0) {
     return "dominated: fused 0 (separate state and output kernels) is slower than the fused kernel";
@@ -87,9 +94,20 @@ Result<Geometry> GeometryOf(const tuner::Config& config) {
   return g;
 }
 
-bool Geometry::IsWgmmaPass() const { return fused == kFusedWgmma || fused == kFusedWgmmaTma; }
+bool Geometry::IsWgmmaPass() const {
+  return fused == kFusedWgmma || fused == kFusedWgmmaTma || fused == kFusedWgmmaTmaPair;
+}
+// The warpgroups of a gdn_chunk_fused_wgmma_tma block (0: another pass).
+static int WgmmaTmaWarpgroups(int fused) {
+  return fused == kFusedWgmmaTma ? 1 : fused == kFusedWgmmaTmaPair ? 2 : 0;
+}
 unsigned Geometry::fused_threads() const {
-  return fused == kFusedWgmmaTma ? static_cast<unsigned>(::gdn::kWgmmaTmaThreads) : threads();
+  const int wgs = WgmmaTmaWarpgroups(fused);
+  return wgs > 0 ? static_cast<unsigned>(::gdn::WgmmaTmaThreads(wgs)) : threads();
+}
+unsigned Geometry::fused_blocks_x() const {
+  const int wgs = WgmmaTmaWarpgroups(fused);
+  return static_cast<unsigned>(kHeadDim / state_bv / (wgs > 1 ? wgs : 1));
 }
 
 tuner::Config ConfigOf(const Geometry& g) {
@@ -107,8 +125,8 @@ KernelNames KernelNamesOf(const Geometry& g) {
   n.combine = "gdn::gdn_state_combine<" + s + ">";
   if (g.fused == kFusedWgmma) {
     n.fused = "gdn::gdn_chunk_fused_wgmma<" + c + ">";
-  } else if (g.fused == kFusedWgmmaTma) {
-    n.fused = "gdn::gdn_chunk_fused_wgmma_tma<" + c + ">";
+  } else if (const int wgs = WgmmaTmaWarpgroups(g.fused); wgs > 0) {
+    n.fused = "gdn::gdn_chunk_fused_wgmma_tma<" + c + ", " + std::to_string(wgs) + ">";
   } else if (g.fused) {
     n.fused = "gdn::gdn_chunk_fused<" + c + ", " + s + ", " + w + ", " + std::to_string(g.fused) + ">";
   } else {
@@ -133,7 +151,7 @@ int CombineSharedBytesOf(const Geometry& g) { return ::gdn::CombineSharedBytes(g
 int OutputSharedBytesOf(const Geometry& g) { return ::gdn::OutputSharedBytes(g.chunk, g.out_bv); }
 int FusedSharedBytesOf(const Geometry& g) {
   if (g.fused == kFusedWgmma) return ::gdn::FusedWgmmaSharedBytes(g.chunk);
-  if (g.fused == kFusedWgmmaTma) return ::gdn::FusedWgmmaTmaSharedBytes(g.chunk);
+  if (const int wgs = WgmmaTmaWarpgroups(g.fused); wgs > 0) return ::gdn::FusedWgmmaTmaSharedBytes(g.chunk, wgs);
   return ::gdn::FusedSharedBytes(g.chunk, g.state_bv, g.fused);
 }
 int MaxSharedBytesOf(const Geometry& g) {

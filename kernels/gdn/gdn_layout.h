@@ -48,17 +48,22 @@ GDN_HD constexpr int FusedSharedBytes(int c, int bv, int stages) {
 // padded to 64 columns), then the O staging tile [C][kWgmmaBv+8] bf16 and per stage the rows' factor pairs [C]
 // float2. Not mirrored in tools/device/gdn_layout.py (the CuPy checker runs the portable kernels only).
 constexpr int kWgmmaBv = 64;
-GDN_HD constexpr int FusedWgmmaStageBytes(int c) { return 3 * c * kDim * 2 + 2 * c * 128; }
+// u_panels: U slices of 64 columns in the stage (the wgmma_tma pass with two warpgroups holds both).
+GDN_HD constexpr int FusedWgmmaStageBytes(int c, int u_panels = 1) { return 3 * c * kDim * 2 + (u_panels + 1) * c * 128; }
 GDN_HD constexpr int FusedWgmmaOStageBytes(int c) { return c * PadBf16Cols(kWgmmaBv) * 2; }
 GDN_HD constexpr int FusedWgmmaSharedBytes(int c) {
   return 2 * (FusedWgmmaStageBytes(c) + c * 8) + FusedWgmmaOStageBytes(c);
 }
 
-// gdn_chunk_fused_wgmma_tma<C> (sm_90a): one warpgroup and a producer warp; the two stages as above, two O staging
-// tiles, the factor pairs of both stages, then the stages' "full" and "empty" mbarriers (8 bytes each).
-constexpr int kWgmmaTmaThreads = 160;
-GDN_HD constexpr int FusedWgmmaTmaSharedBytes(int c) {
-  return 2 * (FusedWgmmaStageBytes(c) + FusedWgmmaOStageBytes(c) + c * 8) + 4 * 8;
+// gdn_chunk_fused_wgmma_tma<C, WGS> (sm_90a): WGS warpgroups (the value head's WGS column blocks of 64) and a
+// producer warp; two stages of W, q, k, WGS U slices and P as above, two O staging tiles per warpgroup, the factor
+// pairs of both stages, then the stages' "full" and "empty" mbarriers (8 bytes each).
+// WGS 1: the warpgroup and one producer warp. WGS 2: two warpgroups and a producer warpgroup (its first warp loads,
+// the others only hand their registers over): 384 threads, so that setmaxnreg can give the consumers 240 registers
+// (with 288 threads ptxas caps every thread at 168 and the step spills).
+GDN_HD constexpr int WgmmaTmaThreads(int wgs) { return wgs == 1 ? 160 : 128 * wgs + 128; }
+GDN_HD constexpr int FusedWgmmaTmaSharedBytes(int c, int wgs) {
+  return 2 * (FusedWgmmaStageBytes(c, wgs) + wgs * FusedWgmmaOStageBytes(c) + c * 8) + 4 * 8;
 }
 
 // gdn_state_combine<BV>: M [128][129] fp32, h [128][BV] fp32.

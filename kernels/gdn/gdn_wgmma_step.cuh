@@ -21,19 +21,21 @@
 
 namespace gdn {
 
-// The shared-memory operands of one chunk: a stage of FusedWgmmaStageBytes(C) holding 128-byte swizzled tiles
-// (Sw128Offset) W, q, k [C x 128], then the U slice [C x 64] and P [C x C] (rows of 128 bytes each), in this order
-// (WgmmaStage gives their offsets); and the rows' factor pairs {fq, fk} [C] (zero past the chunk) beside it.
-template <int C>
+// The shared-memory operands of one chunk: a stage of FusedWgmmaStageBytes(C, UP) holding 128-byte swizzled tiles
+// (Sw128Offset) W, q, k [C x 128], then UP slices of U [C x 64] (one per warpgroup: its 64 state columns) and P
+// [C x C] (rows of 128 bytes each), in this order (WgmmaStage gives their offsets); and the rows' factor pairs
+// {fq, fk} [C] (zero past the chunk) beside it.
+template <int C, int UP = 1>
 struct WgmmaStage {
   static constexpr unsigned kOpBytes = C * kDim * 2, kNarrowBytes = C * 128;
-  static constexpr unsigned kW = 0, kQ = kOpBytes, kK = 2 * kOpBytes, kU = 3 * kOpBytes, kP = kU + kNarrowBytes;
-  static_assert(kP + kNarrowBytes == FusedWgmmaStageBytes(C), "the stage layout of gdn_layout.h");
+  static constexpr unsigned kW = 0, kQ = kOpBytes, kK = 2 * kOpBytes, kU = 3 * kOpBytes, kP = kU + UP * kNarrowBytes;
+  static_assert(kP + kNarrowBytes == FusedWgmmaStageBytes(C, UP), "the stage layout of gdn_layout.h");
 };
 struct WgmmaChunkTiles {
   unsigned stage;                 // shared-window address of the stage (wgmma descriptors)
   const unsigned char* stage_ptr; // the same bytes (the U slice is read by the threads)
   const float2* rowscale;
+  int u_panel;                    // which of the stage's U slices is this warpgroup's
 };
 
 // h^T from h0_slice (h0 + the value head's state + col0; null: zeros).
@@ -64,7 +66,7 @@ __device__ __forceinline__ void StoreStateT(const float (&hT)[kDim / 2], float* 
 // are even only).
 // released(): called once every read of the chunk's tiles is complete (the update's wgmma wait), so a producer may
 // refill them; o_barrier(): a barrier of the 128 threads between the staging tile's writes and its reads.
-template <int C, typename ORows, typename Released, typename OBarrier>
+template <int C, int UP, typename ORows, typename Released, typename OBarrier>
 __device__ __forceinline__ void WgmmaChunkStep(float (&hT)[kDim / 2], const WgmmaChunkTiles& tiles, int len,
                                                float decay, bf16* os, ORows&& o_rows, long long o_st, int tid,
                                                Released&& released, OBarrier&& o_barrier) {
@@ -80,7 +82,7 @@ __device__ __forceinline__ void WgmmaChunkStep(float (&hT)[kDim / 2], const Wgmm
     for (int i = 0; i < 4; ++i) ha[kk][i] = pack_bf16x2(hT[8 * kk + 2 * i], hT[8 * kk + 2 * i + 1]);
   }
   float s[C / 2], oT[C / 2];
-  using Stage = WgmmaStage<C>;
+  using Stage = WgmmaStage<C, UP>;
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kKSteps; ++kk)
@@ -92,7 +94,7 @@ __device__ __forceinline__ void WgmmaChunkStep(float (&hT)[kDim / 2], const Wgmm
   wgmma_fence_operand(ha);
   // U^T in the accumulator layout of s (v = v_lo + 8 (e / 2), token 8 j + 2 c + e % 2): at C 32 read while the
   // products run; at C 64 after them (read early, its 32 more live registers spill: 255 used).
-  const unsigned char* const us = tiles.stage_ptr + Stage::kU;
+  const unsigned char* const us = tiles.stage_ptr + Stage::kU + tiles.u_panel * Stage::kNarrowBytes;
   float uT[C / 2];
   auto read_u = [&]() {
 #pragma unroll

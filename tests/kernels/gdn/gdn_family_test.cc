@@ -45,7 +45,8 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
   EXPECT_EQ(f.name(), "gdn");
   const tuner::Problem bucket = *f.Bucket(MakeProblem(16, 48, 8192));
   std::set<std::string> expressions;
-  std::size_t valid = 0, fused_duplicates = 0, hopper_shapes = 0, unpieceable = 0, dominated = 0, hopper = 0;
+  std::size_t valid = 0, fused_duplicates = 0, hopper_shapes = 0, pair_chunk = 0, unpieceable = 0, dominated = 0,
+              hopper = 0;
   for (const tuner::Config& c : tuner::EnumerateSpace(f)) {
     const std::string why = f.InvalidReason(c, bucket);
     if (c.at("fused") > 0 && c.at("out_bv") != kFusedOutBv) {
@@ -54,10 +55,13 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
     } else if (c.at("fused") >= 3 && (c.at("state_bv") != 64 || c.at("warps") != 4)) {
       EXPECT_NE(why.find("one warpgroup per 64 state columns"), std::string::npos) << why;
       ++hopper_shapes;
+    } else if (c.at("fused") == 5 && c.at("chunk") != 32) {
+      EXPECT_NE(why.find("runs chunk 32 only"), std::string::npos) << why;
+      ++pair_chunk;
     } else if (c.at("piece_chunks") > 0 && (c.at("fused") == 0 || c.at("segment_chunks") > 0)) {
       EXPECT_NE(why.find("piece_chunks needs the fused kernel"), std::string::npos) << why;
       ++unpieceable;
-    } else if (c.at("fused") == 4) {  // not yet run on a GPU: the tuner leaves it out
+    } else if (c.at("fused") >= 4) {  // not yet run on a GPU: the tuner leaves them out
       EXPECT_EQ(why.rfind("not yet measured: ", 0), 0u) << why;
       EXPECT_EQ(GeometryInvalidReason(c), "") << "the API runs it";
       ++dominated;
@@ -89,21 +93,23 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
     EXPECT_EQ(has_fused, g->fused > 0);
     EXPECT_EQ(has_wgmma, g->fused == 3);
     const auto shape = f.BlockShapeOf(c, bucket);
-    EXPECT_EQ(shape.threads, std::max(32u * g->warps, kCombineThreads));  // fused 4 (160 threads) is never valid here
+    EXPECT_EQ(shape.threads, std::max(32u * g->warps, kCombineThreads));  // fused 4, 5 (160, 384 threads) are never valid here
     const int main_kernel = g->fused ? FusedSharedBytesOf(*g) : ::gdn::StateSharedBytes(g->chunk, g->state_bv);
     EXPECT_GE(shape.dynamic_shared_bytes, static_cast<std::size_t>(main_kernel));
   }
-  // 8192 tokens: every segment and piece length splits. Fused configs (4 of the 5 fused values) carry one out_bv
-  // (2 of its 3 values are duplicates: n x 4 / 5 x 2 / 3); the wgmma passes (fused 3, 4) have one state_bv and one
-  // warps value of the 6 pairs (5 / 6 of them with out_bv 64: n x 2 / 5 x 1 / 3 x 5 / 6).
+  // 8192 tokens: every segment and piece length splits. Fused configs (5 of the 6 fused values) carry one out_bv
+  // (2 of its 3 values are duplicates: n x 5 / 6 x 2 / 3); the wgmma passes (fused 3, 4, 5) have one state_bv and
+  // one warps value of the 6 pairs (5 / 6 of them with out_bv 64: n x 1 / 2 x 1 / 3 x 5 / 6); fused 5 runs chunk
+  // 32 only (its one shape at chunk 64: 4 segments x 2 pieces).
   const std::size_t n = tuner::EnumerateSpace(f).size();
-  EXPECT_EQ(n, 1440u);
-  EXPECT_EQ(fused_duplicates, n * 8 / 15);
-  EXPECT_EQ(hopper_shapes, n / 9);
+  EXPECT_EQ(n, 1728u);
+  EXPECT_EQ(fused_duplicates, n * 5 / 9);
+  EXPECT_EQ(hopper_shapes, n * 5 / 36);
+  EXPECT_EQ(pair_chunk, 8u);
   // pieces (piece_chunks 64) with fused 0 (2 chunks x 3 state_bv x 3 out_bv x 2 warps x 4 segments = 144) or a split
-  // pass (fused 1, 2: 2 x 3 x 2 x 3 segments x 2 = 72; fused 3, 4: 2 chunks x 3 segments x 2 = 12).
-  EXPECT_EQ(unpieceable, 144u + 72u + 12u);
-  EXPECT_EQ(valid, n - fused_duplicates - hopper_shapes - unpieceable - dominated);
+  // pass (fused 1, 2: 2 x 3 x 2 x 3 segments x 2 = 72; fused 3, 4: 2 chunks x 3 segments x 2 = 12; fused 5: 3).
+  EXPECT_EQ(unpieceable, 144u + 72u + 12u + 3u);
+  EXPECT_EQ(valid, n - fused_duplicates - hopper_shapes - pair_chunk - unpieceable - dominated);
   EXPECT_EQ(valid, 39u) << "chunk 32 only: 2 stages x 3 state_bv x 2 warps, and the wgmma pass (one shape), each "
                            "with pieces of 0 or 64 chunks and the sequential pass, or segments of 32 chunks";
   EXPECT_EQ(hopper, 3u);
