@@ -50,7 +50,7 @@ std::vector<tuner::TunableParam> ForwardParams() {
 std::vector<tuner::TunableParam> BackwardParams() {
   return {{"block_m", {32, 64, 128}, "query rows per inner tile"},
           {"block_n", {64, 128}, "kv rows per thread block (warps = block_n / 16)"},
-          {"stages", {1, 2}, "query tile buffers (2 = cp.async double buffering)"},
+          {"stages", {1, 2, 3}, "query tile buffers (2 = cp.async double buffering; 3: kernel 2 only)"},
           {"dq_mode", {0, 1}, "0: dQ by fp32 atomics + convert pass; 1: separate deterministic dQ pass"},
           {"warp_layout", {1, 2},
            "1: each warp owns 16 kv rows (AttnBwdKv); 2: FlashAttention-2's 2-D warp layout (AttnBwdKv2d; "
@@ -142,7 +142,9 @@ std::string BackwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) 
   if (p.head_dim != 64 && p.head_dim != 128) return "backward supports head_dim 64 and 128";
   if (bm < 16 || bm > 128 || bm % 16 != 0) return "block_m must be a multiple of 16 in 16..128";
   if (bn != 64 && bn != 128) return "block_n must be 64 or 128";
-  if (st != 1 && st != 2) return "stages must be 1 or 2";
+  if (st < 1 || st > 3) return "stages must be 1, 2 or 3";
+  if (st == 3 && !(IsWarpSpecialisedBackward(c) && Get(c, "kernel") == 2))
+    return "stages 3 is the warp-specialised backward's kernel 2 only (stages must be 1 or 2 elsewhere)";
   if (dq != 0 && dq != 1) return "dq_mode must be 0 or 1";
   if (layout != 1 && layout != 2) return "warp_layout must be 1 or 2";
   if (Get(c, "head_groups") != 0 && Get(c, "head_groups") != 1) return "head_groups must be 0 or 1";
@@ -160,7 +162,7 @@ std::string BackwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) 
       return "the warp-specialised backward has a fixed tile: block_m " + std::to_string(dflash_attn::kTmaBwdBlockM) +
              ", block_n " + std::to_string(dflash_attn::kTmaBwdBlockN);
     if (p.head_dim != 128) return "the warp-specialised backward needs head_dim 128 (one m64n64 dQ pass per warpgroup)";
-    if (st != 2) return "the warp-specialised backward takes stages 2";
+    if (st != 2 && st != 3) return "the warp-specialised backward takes stages 2 or 3";
   }
   // The 2-D layout uses (block_n / 32) * (block_m / 32) warps; the launch gives block_n / 16.
   if (layout == 2 && bm != 64) return "warp_layout 2 needs block_m 64 (warps = block_n / 16)";

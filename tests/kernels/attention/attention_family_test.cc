@@ -133,6 +133,14 @@ TEST(AttentionConfig, InvalidConfigsSayWhy) {
                 .find("dq_mode 0"), std::string::npos);
   EXPECT_NE(BackwardInvalidReason({{"block_m", 64}, {"block_n", 128}, {"stages", 1}, {"dq_mode", 0}, {"warp_layout", 3}}, s),
             "");
+  // Three query-tile buffers: the warp-specialised kernel 2 only (kernel 3's dQ tile would not fit beside them).
+  auto tma = [](int kernel, int stages) {
+    return tuner::Config{{"block_m", 64}, {"block_n", 128}, {"stages", stages}, {"dq_mode", 0}, {"kernel", kernel}};
+  };
+  EXPECT_EQ(BackwardInvalidReason(tma(2, 3), s), "");
+  EXPECT_NE(BackwardInvalidReason(tma(3, 3), s).find("kernel 2 only"), std::string::npos);
+  EXPECT_NE(BackwardInvalidReason({{"block_m", 64}, {"block_n", 128}, {"stages", 3}, {"dq_mode", 0}}, s)
+                .find("kernel 2 only"), std::string::npos);
   // A sequence longer than the tile-class table allows is refused for the config, not silently wrong.
   ProblemSpec longs = s;
   longs.mask = 0;

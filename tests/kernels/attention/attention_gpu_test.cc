@@ -269,7 +269,7 @@ TEST_F(AttentionGpu, HopperTierBackwardMatchesFloat64ForEveryMaskKind) {
 }
 
 // The warp-specialised backward (kernels 2 and 3: TMA producer warpgroup, 64 x 128 tiles, head dim 128; 3 adds dQ
-// by bulk reduce-adds): every mask kind, GQA 4 / 6, sizes that are no tile multiple, q < kv, rows that see nothing,
+// by bulk reduce-adds; kernel 2 also with three query-tile buffers): every mask kind, GQA 4 / 6, sizes that are no tile multiple, q < kv, rows that see nothing,
 // a single row, head groups, packed rows, batch 2, the 512-anchor shape.
 TEST_F(AttentionGpu, WarpSpecialisedBackwardMatchesFloat64ForEveryMaskKind) {
   Result<gpu::Context> ctx = gpu::Context::Primary(0);
@@ -278,9 +278,9 @@ TEST_F(AttentionGpu, WarpSpecialisedBackwardMatchesFloat64ForEveryMaskKind) {
     GTEST_SKIP() << "the Hopper tier needs an sm_90a GPU (this one is " << ctx->info().arch() << ")";
   const tuner::KernelFamily* f = &BackwardFamily();
   std::vector<Case> cases;
-  for (const int kernel : {2, 3}) {
-    auto tma = [kernel](int head_groups = 0) {
-      return tuner::Config{{"block_m", 64},    {"block_n", 128},   {"stages", 2},
+  for (const auto& [kernel, stages] : {std::pair{2, 2}, std::pair{3, 2}, std::pair{2, 3}}) {
+    auto tma = [kernel, stages](int head_groups = 0) {
+      return tuner::Config{{"block_m", 64},    {"block_n", 128},   {"stages", stages},
                            {"dq_mode", 0},     {"warp_layout", 1}, {"kernel", kernel},
                            {"head_groups", head_groups}};
     };
