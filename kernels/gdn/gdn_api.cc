@@ -313,7 +313,8 @@ Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedF
                                                   static_cast<CUdeviceptr>(g.chunk * g.chunk) * 2;
     void* pa[] = {&q, &qst, &qsh, &k, &kst, &ksh, &v, &vst, &vsh, &a, &b, &abst, &alog, &dtb, &gin, &betain,
                   &chunks, &H, &HV, &l2norm, &gcum, &w, &u, &kd, &scale, &qg, &pmat, &rowscale};
-    return gpu::Launch(prep, {static_cast<unsigned>(count), static_cast<unsigned>(HV), 1}, {nt, 1, 1},
+    const unsigned prep_heads = static_cast<unsigned>(g.prep_heads == 1 ? H : HV);  // per key / value head
+    return gpu::Launch(prep, {static_cast<unsigned>(count), prep_heads, 1}, {nt, 1, 1},
                        PrepSharedBytesOf(g), on, pa, label + " prep");
   };
   CUdeviceptr kd = f.kd, w = f.w, u = f.u, gcum = f.gcum, hbuf = f.hbuf, vnew = f.vnew;

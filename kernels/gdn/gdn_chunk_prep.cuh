@@ -120,6 +120,48 @@ __device__ __forceinline__ void invert_unit_lower(float* L, int ld) {
   }
 }
 
+// gam[0 .. C) = its inclusive prefix sum (the in-chunk cumulative gate), by warp 0 (the other threads pass; callers
+// put barriers around it).
+template <int C>
+__device__ __forceinline__ void chunk_cumsum(float* gam) {
+  const int tid = threadIdx.x;
+  if (tid < 32) {
+    float carry = 0.f;
+    for (int base = 0; base < C; base += 32) {
+      float x = gam[base + tid];
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const float y = __shfl_up_sync(0xffffffffu, x, o);
+        if (tid >= o) x += y;
+      }
+      gam[base + tid] = x + carry;
+      carry += __shfl_sync(0xffffffffu, x, 31);
+    }
+  }
+}
+
+// Tb = bf16(T) with T's unit diagonal, from invert_unit_lower's result in L (fp32, row stride ldf), written over
+// L's own bytes (Tb, row stride ldt, aliases L): every thread reads its elements into registers, calls between()
+// (which must end with a block barrier: nobody writes Tb before everybody has read L), then writes them.
+// Called by all NT threads.
+template <int C, int NT, class Between>
+__device__ __forceinline__ void unit_lower_to_bf16(const float* L, int ldf, bf16* Tb, int ldt, Between between) {
+  const int tid = threadIdx.x;
+  constexpr int PER = (C * C + NT - 1) / NT;
+  float tv[PER];
+#pragma unroll
+  for (int e = 0; e < PER; ++e) {
+    const int i = tid + e * NT, r = i / C, c = i % C;
+    tv[e] = i < C * C ? (c < r ? L[r * ldf + c] : (c == r ? 1.f : 0.f)) : 0.f;
+  }
+  between();
+#pragma unroll
+  for (int e = 0; e < PER; ++e) {
+    const int i = tid + e * NT;
+    if (i < C * C) Tb[(i / C) * ldt + i % C] = __float2bfloat16(tv[e]);
+  }
+}
+
 // sm_120: register caps of 170 (4 warps, 3 blocks per SM) and 255 (8 warps, 1 block): with the default hint
 // ptxas caps the prep at 128 / 64 registers there and spills 4-44 B, and at 128 with 8 warps still 8-16 B; sm_90
 // keeps the default (no spills; 4 blocks of 53.2 KB per SM at chunk 64).
@@ -181,19 +223,7 @@ __global__ void GDN_PREP_BOUNDS(NWARPS * 32)
     row_inv_norms<C, NT>(kn, LD, kinv);
     if constexpr (FUSED) row_inv_norms<C, NT>(qs, LD, qinv);
   }
-  if (tid < 32) {  // inclusive cumsum of g over the chunk, by one warp
-    float carry = 0.f;
-    for (int base = 0; base < C; base += 32) {
-      float x = gam[base + tid];
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const float y = __shfl_up_sync(0xffffffffu, x, o);
-        if (tid >= o) x += y;
-      }
-      gam[base + tid] = x + carry;
-      carry += __shfl_sync(0xffffffffu, x, 31);
-    }
-  }
+  chunk_cumsum<C>(gam);
   __syncthreads();
   for (int r = tid; r < len; r += NT) gcum[static_cast<long long>(t0 + r) * HV + hv] = gam[r];
 
@@ -231,22 +261,10 @@ __global__ void GDN_PREP_BOUNDS(NWARPS * 32)
     cp_async_commit_group();
   }
   invert_unit_lower<C, NWARPS>(L, LDF);
-  {  // Tb = bf16(T) with its unit diagonal, written over L
-    constexpr int PER = (C * C + NT - 1) / NT;
-    float tv[PER];
-#pragma unroll
-    for (int e = 0; e < PER; ++e) {
-      const int i = tid + e * NT, r = i / C, c = i % C;
-      tv[e] = i < C * C ? (c < r ? L[r * LDF + c] : (c == r ? 1.f : 0.f)) : 0.f;
-    }
+  unit_lower_to_bf16<C, NT>(L, LDF, Tb, LDT, [] {
     cp_async_wait_all();  // v (FUSED)
     __syncthreads();
-#pragma unroll
-    for (int e = 0; e < PER; ++e) {
-      const int i = tid + e * NT;
-      if (i < C * C) Tb[(i / C) * LDT + i % C] = __float2bfloat16(tv[e]);
-    }
-  }
+  });
 #pragma unroll
   for (int e = 0; e < kVec8 / NT; ++e) {  // 8 columns per step
     const int i = tid + e * NT, r = i / (kDim / 8), c = (i % (kDim / 8)) * 8;

@@ -19,6 +19,8 @@ std::vector<tuner::TunableParam> Params() {
        "in one block (sm_90a)"},
       {"piece_chunks", {0, 64},
        "0: prep, then the state pass; else chunks per piece: prep of piece i+1 overlaps the state pass of piece i"},
+      {"prep_heads", {0, 1},
+       "0: prep per (chunk, value head); 1: per (chunk, key head), q and k's products once (wgmma passes, chunk 32)"},
   };
 }
 
@@ -43,6 +45,9 @@ std::string GeometryInvalidReason(const tuner::Config& config) {
     return "fused 5 (two warpgroups a block) runs chunk 32 only: at chunk 64 its step needs 241 of the 232 "
            "registers a consumer gets";
   }
+  if (config.at("prep_heads") == 1 && (!IsHopperTier(config) || config.at("chunk") != 32)) {
+    return "prep_heads 1 (prep per key head) writes the wgmma passes' operands (fused 3, 4, 5) at chunk 32 only";
+  }
   if (config.at("piece_chunks") > 0 && (config.at("fused") == 0 || config.at("segment_chunks") > 0)) {
     return "piece_chunks needs the fused kernel and the sequential state pass (fused > 0, segment_chunks 0)";
   }
@@ -66,6 +71,7 @@ std::string DominatedReason(const tuner::Config& config) {
     return "not yet measured: fused " + std::to_string(config.at("fused")) +
            " (the wgmma pass fed by a producer warp) has not run on a GPU";
   }
+  if (config.at("prep_heads") == 1) return "not yet measured: prep per key head (prep_heads 1) has not run on a GPU";
   if (config.at("fused") == 0) {
     return "dominated: fused 0 (separate state and output kernels) is slower than the fused kernel";
   }
@@ -91,6 +97,7 @@ Result<Geometry> GeometryOf(const tuner::Config& config) {
   g.segment_chunks = static_cast<int>(config.at("segment_chunks"));
   g.fused = static_cast<int>(config.at("fused"));
   g.piece_chunks = static_cast<int>(config.at("piece_chunks"));
+  g.prep_heads = static_cast<int>(config.at("prep_heads"));
   return g;
 }
 
@@ -112,15 +119,17 @@ unsigned Geometry::fused_blocks_x() const {
 
 tuner::Config ConfigOf(const Geometry& g) {
   return {{"chunk", g.chunk}, {"state_bv", g.state_bv}, {"out_bv", g.out_bv}, {"warps", g.warps},
-          {"segment_chunks", g.segment_chunks}, {"fused", g.fused}, {"piece_chunks", g.piece_chunks}};
+          {"segment_chunks", g.segment_chunks}, {"fused", g.fused}, {"piece_chunks", g.piece_chunks},
+          {"prep_heads", g.prep_heads}};
 }
 
 KernelNames KernelNamesOf(const Geometry& g) {
   const std::string c = std::to_string(g.chunk), s = std::to_string(g.state_bv), o = std::to_string(g.out_bv),
                     w = std::to_string(g.warps);
   KernelNames n;
-  n.prep = "gdn::gdn_chunk_prep<" + c + ", " + w +
-           (g.IsWgmmaPass() ? ", true, true>" : g.fused ? ", true>" : ", false>");
+  n.prep = g.prep_heads == 1 ? "gdn::gdn_chunk_prep_key<" + c + ", " + w + ">"
+                              : "gdn::gdn_chunk_prep<" + c + ", " + w +
+                                    (g.IsWgmmaPass() ? ", true, true>" : g.fused ? ", true>" : ", false>");
   n.transfer = "gdn::gdn_chunk_state<" + c + ", " + s + ", " + w + ", true>";
   n.combine = "gdn::gdn_state_combine<" + s + ">";
   if (g.fused == kFusedWgmma) {
@@ -145,7 +154,9 @@ std::vector<std::string> KernelNames::All() const {
   return all;
 }
 
-int PrepSharedBytesOf(const Geometry& g) { return ::gdn::PrepSharedBytes(g.chunk); }
+int PrepSharedBytesOf(const Geometry& g) {
+  return g.prep_heads == 1 ? ::gdn::PrepKeySharedBytes(g.chunk) : ::gdn::PrepSharedBytes(g.chunk);
+}
 int StateSharedBytesOf(const Geometry& g) { return ::gdn::StateSharedBytes(g.chunk, g.state_bv); }
 int CombineSharedBytesOf(const Geometry& g) { return ::gdn::CombineSharedBytes(g.state_bv); }
 int OutputSharedBytesOf(const Geometry& g) { return ::gdn::OutputSharedBytes(g.chunk, g.out_bv); }

@@ -13,6 +13,9 @@
 //   warps           warps per block of the prep / state / output kernels
 //   segment_chunks  0: one sequential state pass per sequence; else chunks per segment of the parallel split
 //                   (transfer maps per segment, combine, state pass per segment); a launch-time choice only
+//   prep_heads      0: prep one block per (chunk, value head) (gdn_chunk_prep); 1: per (chunk, key head), looping
+//                   over its value heads with q, k, their norms and products taken once (gdn_chunk_prep_key; the
+//                   wgmma passes' operands only, chunk 32)
 //   piece_chunks    0: prep over the whole call, then the fused state pass; else every sequence is cut into pieces
 //                   of this many chunks, prep of piece i+1 runs on the caller's stream while the fused pass of
 //                   piece i runs on a second, higher-priority stream (StreamFork) from piece i-1's final state;
@@ -40,6 +43,7 @@ struct Geometry {
   int segment_chunks = 0;
   int fused = 0;
   int piece_chunks = 0;
+  int prep_heads = 0;
   unsigned threads() const { return static_cast<unsigned>(warps) * 32u; }  // prep, state, output, transfer
   bool IsWgmmaPass() const;
   unsigned fused_threads() const;  // the fused pass's block
@@ -61,7 +65,7 @@ Result<Geometry> GeometryOf(const tuner::Config& config);
 //   segment_chunks 8, 16: shorter segments than 32 add combine steps and transfer launches; at (16,48) 1x8192
 //            every split was slower than the sequential pass and 16-chunk segments slower than 32, and the only
 //            tuned winner with a split (1x32768) used 32;
-//   fused 4, 5: not measured yet (written without a GPU at hand); kernels/gdn/NOTES.md says what their first run on
+//   fused 4, 5, prep_heads 1: not measured yet (written without a GPU at hand); kernels/gdn/NOTES.md says what their first run on
 //            the H200 must show (GdnGpu, then an A/B against fused 3) before the tuner may spend its budget on them.
 std::string DominatedReason(const tuner::Config& config);
 tuner::Config ConfigOf(const Geometry& g);

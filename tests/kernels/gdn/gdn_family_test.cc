@@ -45,8 +45,8 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
   EXPECT_EQ(f.name(), "gdn");
   const tuner::Problem bucket = *f.Bucket(MakeProblem(16, 48, 8192));
   std::set<std::string> expressions;
-  std::size_t valid = 0, fused_duplicates = 0, hopper_shapes = 0, pair_chunk = 0, unpieceable = 0, dominated = 0,
-              hopper = 0;
+  std::size_t valid = 0, fused_duplicates = 0, hopper_shapes = 0, pair_chunk = 0, key_prep = 0, unpieceable = 0,
+              dominated = 0, hopper = 0;
   for (const tuner::Config& c : tuner::EnumerateSpace(f)) {
     const std::string why = f.InvalidReason(c, bucket);
     if (c.at("fused") > 0 && c.at("out_bv") != kFusedOutBv) {
@@ -58,10 +58,13 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
     } else if (c.at("fused") == 5 && c.at("chunk") != 32) {
       EXPECT_NE(why.find("runs chunk 32 only"), std::string::npos) << why;
       ++pair_chunk;
+    } else if (c.at("prep_heads") == 1 && (c.at("fused") < 3 || c.at("chunk") != 32)) {
+      EXPECT_NE(why.find("prep_heads 1"), std::string::npos) << why;
+      ++key_prep;
     } else if (c.at("piece_chunks") > 0 && (c.at("fused") == 0 || c.at("segment_chunks") > 0)) {
       EXPECT_NE(why.find("piece_chunks needs the fused kernel"), std::string::npos) << why;
       ++unpieceable;
-    } else if (c.at("fused") >= 4) {  // not yet run on a GPU: the tuner leaves them out
+    } else if (c.at("fused") >= 4 || c.at("prep_heads") == 1) {  // not yet run on a GPU: the tuner leaves them out
       EXPECT_EQ(why.rfind("not yet measured: ", 0), 0u) << why;
       EXPECT_EQ(GeometryInvalidReason(c), "") << "the API runs it";
       ++dominated;
@@ -100,16 +103,20 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
   // 8192 tokens: every segment and piece length splits. Fused configs (5 of the 6 fused values) carry one out_bv
   // (2 of its 3 values are duplicates: n x 5 / 6 x 2 / 3); the wgmma passes (fused 3, 4, 5) have one state_bv and
   // one warps value of the 6 pairs (5 / 6 of them with out_bv 64: n x 1 / 2 x 1 / 3 x 5 / 6); fused 5 runs chunk
-  // 32 only (its one shape at chunk 64: 4 segments x 2 pieces).
+  // 32 only (its one shape at chunk 64: 4 segments x 2 pieces x 2 prep_heads); prep per key head feeds the wgmma
+  // passes at chunk 32 only (fused 0: 2 x 3 x 3 x 2 x 4 x 2 = 288, fused 1, 2: 2 x 3 x 2 x 4 x 2 x 2 = 192, fused
+  // 3, 4 at chunk 64: 4 x 2 x 2 = 16).
   const std::size_t n = tuner::EnumerateSpace(f).size();
-  EXPECT_EQ(n, 1728u);
+  EXPECT_EQ(n, 3456u);
   EXPECT_EQ(fused_duplicates, n * 5 / 9);
   EXPECT_EQ(hopper_shapes, n * 5 / 36);
-  EXPECT_EQ(pair_chunk, 8u);
+  EXPECT_EQ(pair_chunk, 16u);
+  EXPECT_EQ(key_prep, 288u + 192u + 16u);
   // pieces (piece_chunks 64) with fused 0 (2 chunks x 3 state_bv x 3 out_bv x 2 warps x 4 segments = 144) or a split
-  // pass (fused 1, 2: 2 x 3 x 2 x 3 segments x 2 = 72; fused 3, 4: 2 chunks x 3 segments x 2 = 12; fused 5: 3).
-  EXPECT_EQ(unpieceable, 144u + 72u + 12u + 3u);
-  EXPECT_EQ(valid, n - fused_duplicates - hopper_shapes - pair_chunk - unpieceable - dominated);
+  // pass (fused 1, 2: 2 x 3 x 2 x 3 segments x 2 = 72; fused 3, 4: 2 chunks x 3 segments x 2 = 12; fused 5: 3;
+  // with prep per key head, fused 3, 4, 5 at chunk 32: 3 segments x 3 = 9).
+  EXPECT_EQ(unpieceable, 144u + 72u + 12u + 3u + 9u);
+  EXPECT_EQ(valid, n - fused_duplicates - hopper_shapes - pair_chunk - key_prep - unpieceable - dominated);
   EXPECT_EQ(valid, 39u) << "chunk 32 only: 2 stages x 3 state_bv x 2 warps, and the wgmma pass (one shape), each "
                            "with pieces of 0 or 64 chunks and the sequential pass, or segments of 32 chunks";
   EXPECT_EQ(hopper, 3u);

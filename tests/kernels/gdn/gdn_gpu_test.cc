@@ -105,6 +105,14 @@ TEST_F(GdnGpu, VariantsMatchTheFloat64ReferenceOnPackedAndSingleSequences) {
             configs.push_back(ConfigOf({.chunk = chunk, .state_bv = ::gdn::kWgmmaBv, .out_bv = kFusedOutBv,
                                         .warps = 4, .segment_chunks = seg, .fused = fused, .piece_chunks = pieces}));
           }
+    for (int fused : {kFusedWgmma, kFusedWgmmaTmaPair})  // prep per key head, beside the passes it feeds
+      for (int seg : {0, 8})
+        for (int pieces : {0, 64}) {
+          if (pieces > 0 && seg > 0) continue;
+          configs.push_back(ConfigOf({.chunk = 32, .state_bv = ::gdn::kWgmmaBv, .out_bv = kFusedOutBv, .warps = 4,
+                                      .segment_chunks = seg, .fused = fused, .piece_chunks = pieces,
+                                      .prep_heads = 1}));
+        }
   }
   tuner::ThreadPool pool(8);
   std::vector<std::future<Result<tuner::CompiledVariant>>> compiled;

@@ -1,0 +1,176 @@
+// Stage 1 of the chunked gated delta rule (the WY/UT transform) for the Hopper tier's passes, one block per (chunk,
+// key head) instead of per (chunk, value head): what gdn_chunk_prep<C, NWARPS, true, true> writes (gcum, W, U, P,
+// the row factors; kd where non-null), for every value head of the key head (HV / H of them) in turn. q and k are
+// loaded once, their rows' inverse norms taken once and the raw Gram products q k^T and k k^T computed once (fp32,
+// the lower 16 x 16 tiles only, in shared memory): the value heads' gates differ, these do not, so at (16, 48) the
+// per-value-head prep did them three times. Per value head, as gdn_chunk_prep: gates, in-chunk cumsum gamma, P
+// and L as the products' epilogues (here from the stored products), the row factors, T = (I + L)^-1, W = T
+// diag(beta e^gamma) kn over a scaled copy of k (raw k stays for the next value head), U = T diag(beta) v over v.
+// Shared memory: PrepKeySmem.
+// Who may call: hosts launching grid (num_chunks, H), block NWARPS * 32, dynamic shared PrepKeySharedBytes(C); the
+// arguments of gdn_chunk_prep<C, NWARPS, true, true> (qg unused).
+// Thread-safety: each block writes only its own chunk's rows of its key head's value heads.
+#pragma once
+
+#include "gdn_chunk_prep.cuh"
+
+namespace gdn {
+
+// The block's shared memory, PrepKeySharedBytes(C) of it: raw k, k scaled for W (then W), q (then each value
+// head's v, then its U) as [C][136] bf16; the raw products q k^T and k k^T and L (then T in bf16) as [C][C+4] fp32;
+// gamma, beta and the rows' inverse norms of k and q (1 without qk_l2norm) [C] fp32.
+template <int C>
+struct PrepKeySmem {
+  static constexpr int LD = PadBf16Cols(kDim), LDF = PadF32Cols(C), LDT = PadBf16Cols(C);
+  static_assert(C * LDT * 2 <= C * LDF * 4, "Tb must fit in L's space");
+  static_assert(3 * C * LD * 2 + 3 * C * LDF * 4 + 4 * C * 4 == PrepKeySharedBytes(C), "gdn_layout.h's formula");
+  bf16 *kraw, *ks, *vb;
+  float *gkk, *gqk, *L, *gam, *bet, *kinv, *qinv;
+  bf16* Tb;
+  __device__ explicit PrepKeySmem(unsigned char* smem)
+      : kraw(reinterpret_cast<bf16*>(smem)), ks(kraw + C * LD), vb(ks + C * LD),
+        gkk(reinterpret_cast<float*>(vb + C * LD)), gqk(gkk + C * LDF), L(gqk + C * LDF), gam(L + C * LDF),
+        bet(gam + C), kinv(bet + C), qinv(kinv + C), Tb(reinterpret_cast<bf16*>(L)) {}
+};
+
+// One value head hv of the block's key head: gdn_chunk_prep's work from the gates on, over the raw tiles, products
+// and norms the kernel left in shared memory; ends with a barrier. Not inlined: as the body of the kernel's loop over
+// the value heads, every address of it was loop-invariant and hoisted (168 registers; 64 as a call).
+template <int C, int NWARPS>
+__device__ __noinline__ void PrepKeyValueHead(const bf16* __restrict__ v, long long v_st, long long v_sh,
+                                              const bf16* __restrict__ a, const bf16* __restrict__ b, long long ab_st,
+                                              const float* __restrict__ A_log, const float* __restrict__ dt_bias,
+                                              const float* __restrict__ g_in, const float* __restrict__ beta_in,
+                                              int t0, int len, int HV, int hv,
+                                              float* __restrict__ gcum, bf16* __restrict__ w, bf16* __restrict__ u,
+                                              bf16* __restrict__ kd, float scale, bf16* __restrict__ pmat,
+                                              float2* __restrict__ rowscale) {
+  constexpr int NT = NWARPS * 32;
+  using Smem = PrepKeySmem<C>;
+  constexpr int LD = Smem::LD, LDF = Smem::LDF, LDT = Smem::LDT;
+  constexpr int kVec8 = C * (kDim / 8);  // 8-column vectors of a C x 128 tile
+  static_assert(kVec8 % NT == 0 && (C * C / 2) % NT == 0, "the elementwise loops have no remainder");
+  extern __shared__ __align__(16) unsigned char smem[];
+  const Smem sm(smem);
+  bf16 *const kraw = sm.kraw, *const ks = sm.ks, *const vb = sm.vb, *const Tb = sm.Tb;
+  float *const gkk = sm.gkk, *const gqk = sm.gqk, *const L = sm.L, *const gam = sm.gam, *const bet = sm.bet,
+              *const kinv = sm.kinv, *const qinv = sm.qinv;
+  const int tid = threadIdx.x;
+  const long long row = static_cast<long long>(HV) * kDim;
+  load_tile_async<C, kDim, NT>(v + t0 * v_st + hv * v_sh, v_st, len, vb, LD);
+  cp_async_commit_group();
+  const float alog = g_in != nullptr ? 0.f : A_log[hv], dtb = g_in != nullptr ? 0.f : dt_bias[hv];
+  for (int r = tid; r < C; r += NT) {
+    const float2 gb =
+        r < len ? gate_at(a, b, g_in, beta_in, (t0 + r) * ab_st + hv, alog, dtb) : make_float2(0.f, 0.f);
+    gam[r] = gb.x;
+    bet[r] = gb.y;
+  }
+  __syncthreads();
+  chunk_cumsum<C>(gam);
+  __syncthreads();
+  for (int r = tid; r < len; r += NT) gcum[static_cast<long long>(t0 + r) * HV + hv] = gam[r];
+  // P = scale tril_incl(qn kn^T (.) Gamma) and L = strict_lower(diag(beta) (kn kn^T (.) Gamma)), column pairs.
+  bf16* const pout = pmat + (static_cast<long long>(blockIdx.x) * HV + hv) * C * C;
+#pragma unroll
+  for (int e = 0; e < C * C / 2 / NT; ++e) {
+    const int i = tid + e * NT, r = i / (C / 2), c = (i % (C / 2)) * 2;
+    const float gr = gam[r], sr = scale * qinv[r], br = bet[r] * kinv[r];
+    const float f0 = kinv[c] * __expf(gr - gam[c]), f1 = kinv[c + 1] * __expf(gr - gam[c + 1]);
+    store_bf16x2(pout + r * C + c, c <= r ? sr * gqk[r * LDF + c] * f0 : 0.f,
+                 c + 1 <= r ? sr * gqk[r * LDF + c + 1] * f1 : 0.f);
+    L[r * LDF + c] = c < r ? br * gkk[r * LDF + c] * f0 : 0.f;
+    L[r * LDF + c + 1] = c + 1 < r ? br * gkk[r * LDF + c + 1] * f1 : 0.f;
+  }
+  if (tid < len) {  // the factors of qg and kd
+    rowscale[static_cast<long long>(t0 + tid) * HV + hv] =
+        make_float2(scale * __expf(gam[tid]) * qinv[tid], __expf(gam[len - 1] - gam[tid]) * kinv[tid]);
+  }
+  __syncthreads();
+  invert_unit_lower<C, NWARPS>(L, LDF);
+  unit_lower_to_bf16<C, NT>(L, LDF, Tb, LDT, [] {
+    cp_async_wait_all();  // v
+    __syncthreads();
+  });
+#pragma unroll
+  for (int e = 0; e < kVec8 / NT; ++e) {  // 8 columns per step
+    const int i = tid + e * NT, r = i / (kDim / 8), c = (i % (kDim / 8)) * 8;
+    const uint4 kraw8 = *reinterpret_cast<const uint4*>(kraw + r * LD + c);
+    if (r < len && kd != nullptr) {  // kd = kn exp(gamma_last - gamma): the split pass's transfer kernel
+      *reinterpret_cast<uint4*>(kd + (static_cast<long long>(t0 + r) * HV + hv) * kDim + c) =
+          scale_bf16x8(kraw8, __expf(gam[len - 1] - gam[r]) * kinv[r]);
+    }
+    *reinterpret_cast<uint4*>(ks + r * LD + c) = scale_bf16x8(kraw8, bet[r] * __expf(gam[r]) * kinv[r]);
+    uint4* pv = reinterpret_cast<uint4*>(vb + r * LD + c);
+    *pv = scale_bf16x8(*pv, bet[r]);
+  }
+  __syncthreads();
+  smem_gemm_over_b<C, kDim, NWARPS>(Tb, LDT, ks, LD);  // W over the scaled k
+  smem_gemm_over_b<C, kDim, NWARPS>(Tb, LDT, vb, LD);  // U over the scaled v
+  __syncthreads();
+  store_rows_global<C, NT>(ks, LD, len, w + (static_cast<long long>(t0) * HV + hv) * kDim, row);
+  store_rows_global<C, NT>(vb, LD, len, u + (static_cast<long long>(t0) * HV + hv) * kDim, row);
+  __syncthreads();  // W, U, L and the gates are free for the next value head
+}
+
+template <int C, int NWARPS>
+__global__ void __launch_bounds__(NWARPS * 32)
+    gdn_chunk_prep_key(const bf16* __restrict__ q, long long q_st, long long q_sh,  //
+                       const bf16* __restrict__ k, long long k_st, long long k_sh,  //
+                       const bf16* __restrict__ v, long long v_st, long long v_sh,  //
+                       const bf16* __restrict__ a, const bf16* __restrict__ b, long long ab_st,
+                       const float* __restrict__ A_log, const float* __restrict__ dt_bias,
+                       const float* __restrict__ g_in, const float* __restrict__ beta_in,
+                       const int4* __restrict__ chunks,  // {token_start, length, seq, unused}
+                       int H, int HV, int qk_l2norm, float* __restrict__ gcum, bf16* __restrict__ w,
+                       bf16* __restrict__ u, bf16* __restrict__ kd, float scale, bf16* __restrict__ /*qg*/,
+                       bf16* __restrict__ pmat, float2* __restrict__ rowscale) {
+  constexpr int NT = NWARPS * 32;
+  static_assert(C % 16 == 0 && NT >= C, "whole 16-row tiles; a thread per row for the row factors");
+  using Smem = PrepKeySmem<C>;
+  constexpr int LD = Smem::LD, LDF = Smem::LDF;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const Smem sm(smem);
+  bf16 *const kraw = sm.kraw, *const qs = sm.vb;  // q in v's space until the products are taken
+  float *const gkk = sm.gkk, *const gqk = sm.gqk, *const kinv = sm.kinv, *const qinv = sm.qinv;
+  const int tid = threadIdx.x;
+  const int4 ch = chunks[blockIdx.x];
+  const int hk = blockIdx.y, ratio = HV / H;
+  const int t0 = ch.x;  // 32 bits (a token index), widened where it scales
+  const int len = ch.y;
+
+  for (int r = tid; r < C; r += NT) kinv[r] = qinv[r] = 1.f;  // replaced below when qk_l2norm
+  load_tile_async<C, kDim, NT>(k + t0 * k_st + hk * k_sh, k_st, len, kraw, LD);
+  load_tile_async<C, kDim, NT>(q + t0 * q_st + hk * q_sh, q_st, len, qs, LD);
+  cp_async_wait_all();
+  __syncthreads();
+  if (qk_l2norm) {
+    row_inv_norms<C, NT>(kraw, LD, kinv);
+    row_inv_norms<C, NT>(qs, LD, qinv);
+  }
+  {  // the raw products, lower tiles only (P and L read c <= r): one k fragment for both
+    constexpr int kT = C / 16;
+    for (int t = tid / 32; t < kT * kT; t += NWARPS) {
+      const int mi = t / kT, ni = t % kT;
+      if (ni > mi) continue;
+      float aq[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, ak[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      warp_tile_mma2<kDim, false, false>(aq, qs, ak, kraw, LD, kraw, LD, mi * 16, ni * 16);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int r = tile_row(mi * 16, j), c = tile_col(ni * 16, j);
+        gqk[r * LDF + c] = aq[2 * j];
+        gqk[r * LDF + c + 1] = aq[2 * j + 1];
+        gkk[r * LDF + c] = ak[2 * j];
+        gkk[r * LDF + c + 1] = ak[2 * j + 1];
+      }
+    }
+  }
+  __syncthreads();  // the products are in; q is used (its space takes v)
+
+  for (int j = 0; j < ratio; ++j) {
+    PrepKeyValueHead<C, NWARPS>(v, v_st, v_sh, a, b, ab_st, A_log, dt_bias, g_in, beta_in, t0, len, HV,
+                                hk * ratio + j, gcum, w, u, kd, scale, pmat, rowscale);
+  }
+}
+
+}  // namespace gdn
