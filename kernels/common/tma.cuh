@@ -122,7 +122,9 @@ __device__ __forceinline__ void bulk_wait_group() {
 // launch): 128 x 24 + 256 x 240 = 168 x 384, so the consumers' increase is exactly what the producer gives away
 // (asking for more than the block was launched with would block setmaxnreg.inc for ever).
 // The consumers' share when the producer warpgroup keeps `producer` registers (multiples of 8).
-__host__ __device__ constexpr int ConsumerRegsForProducer(int producer) { return (168 * 384 - 128 * producer) / 256 / 8 * 8; }
+__host__ __device__ constexpr int ConsumerRegsForProducer(int producer) {
+  return (168 * 384 - 128 * producer) / 256 / 8 * 8;
+}
 constexpr int kProducerWarpgroupRegs = 24;
 constexpr int kConsumerWarpgroupRegs = ConsumerRegsForProducer(kProducerWarpgroupRegs);
 static_assert(kConsumerWarpgroupRegs == 240, "the split the attention kernels were measured with");

@@ -1,19 +1,19 @@
-// The gdn Hopper tier's state + output pass with its copies taken off the warpgroups (sm_90a only): the chunk step
-// of gdn_wgmma_step.cuh, as in gdn_chunk_fused_wgmma, fed by a producer warp. WGS warpgroups compute, one per
-// column block of 64 state columns (WGS 2: both blocks of a value head, sharing the stage's W, q, k and P; half the
-// blocks, each holding its SM alone by registers, so that prep's blocks of the next piece run on the other SMs);
-// the warp after them loads (WGS 2: the first warp of a producer warpgroup that hands its registers to the
-// consumers with setmaxnreg, the split of tma.cuh). Per chunk the producer's lane 0 issues W, q, k (two boxes of 64 columns each) and the WGS U
-// slices as bulk tensor copies (GdnWgmmaMaps, made by gdn_api.cc) completing on the stage's "full" mbarrier, and its
-// 32 lanes copy P (cp.async into the same swizzled layout: its 64-byte rows are no box of the 128-byte swizzle) and
-// the rows' factor pairs (zero past the chunk), wait for them, fence them for wgmma's async proxy and arrive on
-// "full" (32 arrivals, plus the bulk copies' bytes). Two stages; every consumer warp arrives on the stage's "empty"
-// mbarrier (4 WGS arrivals) once the update's products over it are complete, and the producer refills it after
-// that. Rows past a chunk's length are read as they are (the next sequence's rows, or zeros past the tensor's end):
-// every use masks them (V_new's columns by select, O^T's by the stores, the update by V_new's zero columns; k and
-// q are the caller's finite inputs). A warpgroup's O^T staging tile alternates between two buffers, so one barrier
-// of its 128 threads (named barrier 1 + warpgroup) a chunk suffices: a thread writes buffer n % 2 only after every
-// thread of its warpgroup passed chunk n-1's barrier, which follows its reads of chunk n-2's.
+// The gdn Hopper tier's state + output pass with its copies taken off the warpgroups (sm_90a only): the chunk step of
+// gdn_wgmma_step.cuh, as in gdn_chunk_fused_wgmma, fed by a producer warp. WGS warpgroups compute, one per column block
+// of 64 state columns (WGS 2: both blocks of a value head, sharing the stage's W, q, k and P; half the blocks, each
+// holding its SM alone by registers, so that prep's blocks of the next piece run on the other SMs); the warp after them
+// loads (WGS 2: the first warp of a producer warpgroup that hands its registers to the consumers with setmaxnreg, the
+// split of tma.cuh). Per chunk the producer's lane 0 issues W, q, k (two boxes of 64 columns each) and the WGS U slices
+// as bulk tensor copies (GdnWgmmaMaps, made by gdn_api.cc) completing on the stage's "full" mbarrier, and its 32 lanes
+// copy P (cp.async into the same swizzled layout: its 64-byte rows are no box of the 128-byte swizzle) and the rows'
+// factor pairs (zero past the chunk), wait for them, fence them for wgmma's async proxy and arrive on "full" (32
+// arrivals, plus the bulk copies' bytes). Two stages; every consumer warp arrives on the stage's "empty" mbarrier (4
+// WGS arrivals) once the update's products over it are complete, and the producer refills it after that. Rows past a
+// chunk's length are read as they are (the next sequence's rows, or zeros past the tensor's end): every use masks them
+// (V_new's columns by select, O^T's by the stores, the update by V_new's zero columns; k and q are the caller's finite
+// inputs). A warpgroup's O^T staging tile alternates between two buffers, so one barrier of its 128 threads (named
+// barrier 1 + warpgroup) a chunk suffices: a thread writes buffer n % 2 only after every thread of its warpgroup passed
+// chunk n-1's barrier, which follows its reads of chunk n-2's.
 // Who may call: hosts launching grid (2 / WGS, HV, num_segments), block WgmmaTmaThreads(WGS), dynamic shared
 // FusedWgmmaTmaSharedBytes(C, WGS); maps of W, U ([tokens, HV, 128], box rows C), q, k ([tokens, H, 128] with the
 // caller's strides, box rows C); the rest as gdn_chunk_fused_wgmma's.

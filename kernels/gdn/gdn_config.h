@@ -65,8 +65,9 @@ Result<Geometry> GeometryOf(const tuner::Config& config);
 //   segment_chunks 8, 16: shorter segments than 32 add combine steps and transfer launches; at (16,48) 1x8192
 //            every split was slower than the sequential pass and 16-chunk segments slower than 32, and the only
 //            tuned winner with a split (1x32768) used 32;
-//   fused 4, 5, prep_heads 1: not measured yet (written without a GPU at hand); kernels/gdn/NOTES.md says what their first run on
-//            the H200 must show (GdnGpu, then an A/B against fused 3) before the tuner may spend its budget on them.
+//   fused 4, 5, prep_heads 1: not measured yet (written without a GPU at hand); kernels/gdn/NOTES.md says what
+//            their first run on the H200 must show (GdnGpu, then an A/B against fused 3) before the tuner may spend
+//            its budget on them.
 std::string DominatedReason(const tuner::Config& config);
 tuner::Config ConfigOf(const Geometry& g);
 

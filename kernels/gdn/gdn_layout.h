@@ -54,7 +54,9 @@ GDN_HD constexpr int FusedSharedBytes(int c, int bv, int stages) {
 // float2. Not mirrored in tools/device/gdn_layout.py (the CuPy checker runs the portable kernels only).
 constexpr int kWgmmaBv = 64;
 // u_panels: U slices of 64 columns in the stage (the wgmma_tma pass with two warpgroups holds both).
-GDN_HD constexpr int FusedWgmmaStageBytes(int c, int u_panels = 1) { return 3 * c * kDim * 2 + (u_panels + 1) * c * 128; }
+GDN_HD constexpr int FusedWgmmaStageBytes(int c, int u_panels = 1) {
+  return 3 * c * kDim * 2 + (u_panels + 1) * c * 128;
+}
 GDN_HD constexpr int FusedWgmmaOStageBytes(int c) { return c * PadBf16Cols(kWgmmaBv) * 2; }
 GDN_HD constexpr int FusedWgmmaSharedBytes(int c) {
   return 2 * (FusedWgmmaStageBytes(c) + c * 8) + FusedWgmmaOStageBytes(c);

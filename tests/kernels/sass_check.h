@@ -1,6 +1,7 @@
 // SASS of a compiled variant, for the compile tests of the Hopper tier: the cubin disassembled by nvdisasm (the CUDA
 // toolkit's, else the one tools/scripts/install-deps.sh puts in the user cache; CMake finds it), the count of one
-// instruction in it, the tier's HGMMA count, and ptxas's advisory that it serialised the wgmma. Thread-safety: re-entrant (each call uses its own temporary file).
+// instruction in it, the tier's HGMMA count, and ptxas's advisory that it serialised the wgmma. Thread-safety:
+// re-entrant (each call uses its own temporary file).
 #pragma once
 
 #include <cstdint>

@@ -268,9 +268,9 @@ TEST_F(AttentionGpu, HopperTierBackwardMatchesFloat64ForEveryMaskKind) {
   RunCases(cases, 500);
 }
 
-// The warp-specialised backward (kernels 2 and 3: TMA producer warpgroup, 64 x 128 tiles, head dim 128; 3 adds dQ
-// by bulk reduce-adds; kernel 2 also with three query-tile buffers): every mask kind, GQA 4 / 6, sizes that are no tile multiple, q < kv, rows that see nothing,
-// a single row, head groups, packed rows, batch 2, the 512-anchor shape.
+// The warp-specialised backward (kernels 2 and 3: TMA producer warpgroup, 64 x 128 tiles, head dim 128; 3 adds dQ by
+// bulk reduce-adds; kernel 2 also with three query-tile buffers): every mask kind, GQA 4 / 6, sizes that are no tile
+// multiple, q < kv, rows that see nothing, a single row, head groups, packed rows, batch 2, the 512-anchor shape.
 TEST_F(AttentionGpu, WarpSpecialisedBackwardMatchesFloat64ForEveryMaskKind) {
   Result<gpu::Context> ctx = gpu::Context::Primary(0);
   ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();

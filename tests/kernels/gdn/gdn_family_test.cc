@@ -96,7 +96,8 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
     EXPECT_EQ(has_fused, g->fused > 0);
     EXPECT_EQ(has_wgmma, g->fused == 3);
     const auto shape = f.BlockShapeOf(c, bucket);
-    EXPECT_EQ(shape.threads, std::max(32u * g->warps, kCombineThreads));  // fused 4, 5 (160, 384 threads) are never valid here
+    // fused 4, 5 (160, 384 threads) are never valid here
+    EXPECT_EQ(shape.threads, std::max(32u * g->warps, kCombineThreads));
     const int main_kernel = g->fused ? FusedSharedBytesOf(*g) : ::gdn::StateSharedBytes(g->chunk, g->state_bv);
     EXPECT_GE(shape.dynamic_shared_bytes, static_cast<std::size_t>(main_kernel));
   }
