@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(WgmmaTmaThreads(WGS), 1)
     const float decay = __expf(g_last);
     if (t + C < seg.y) g_last = gcum[((t + 2 * C < seg.y ? t + 2 * C : seg.y) - 1) * HV + hv];
     mbarrier_wait(bar_full(s), (n >> 1) & 1);
-    const WgmmaChunkTiles tiles{stage_at(s), smem + s * kStageBytes, rs + s * C, wg};
+    const WgmmaChunkTiles tiles{smem + s * kStageBytes, rs + s * C, wg};
     WgmmaChunkStep<C, WGS>(
         hT, tiles, len, decay, my_os + s * C * LDO,
         [&] { return o + t * o_st + static_cast<long long>(hv) * o_sh + col0; }, o_st, ctid,

@@ -32,8 +32,7 @@ struct WgmmaStage {
   static_assert(kP + kNarrowBytes == FusedWgmmaStageBytes(C, UP), "the stage layout of gdn_layout.h");
 };
 struct WgmmaChunkTiles {
-  unsigned stage;                 // shared-window address of the stage (wgmma descriptors)
-  const unsigned char* stage_ptr; // the same bytes (the U slice is read by the threads)
+  const unsigned char* stage_ptr; // the stage (its shared-window address feeds the wgmma descriptors)
   const float2* rowscale;
   int u_panel;                    // which of the stage's U slices is this warpgroup's
 };
@@ -83,13 +82,14 @@ __device__ __forceinline__ void WgmmaChunkStep(float (&hT)[kDim / 2], const Wgmm
   }
   float s[C / 2], oT[C / 2];
   using Stage = WgmmaStage<C, UP>;
+  const unsigned stage = smem_addr(tiles.stage_ptr);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kKSteps; ++kk)
-    WgmmaRS<C>::template Run<0>(s, ha[kk], wgmma_desc_k_major<C>(tiles.stage + Stage::kW, 0, kk), kk > 0);
+    WgmmaRS<C>::template Run<0>(s, ha[kk], wgmma_desc_k_major<C>(stage + Stage::kW, 0, kk), kk > 0);
 #pragma unroll
   for (int kk = 0; kk < kKSteps; ++kk)
-    WgmmaRS<C>::template Run<0>(oT, ha[kk], wgmma_desc_k_major<C>(tiles.stage + Stage::kQ, 0, kk), kk > 0);
+    WgmmaRS<C>::template Run<0>(oT, ha[kk], wgmma_desc_k_major<C>(stage + Stage::kQ, 0, kk), kk > 0);
   wgmma_commit_group();
   wgmma_fence_operand(ha);
   // U^T in the accumulator layout of s (v = v_lo + 8 (e / 2), token 8 j + 2 c + e % 2): at C 32 read while the
@@ -137,10 +137,10 @@ __device__ __forceinline__ void WgmmaChunkStep(float (&hT)[kDim / 2], const Wgmm
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kCSteps; ++kk)
-    WgmmaRS<C>::template Run<0>(oT, va[kk], wgmma_desc_k_major<C>(tiles.stage + Stage::kP, 0, kk), 1);
+    WgmmaRS<C>::template Run<0>(oT, va[kk], wgmma_desc_k_major<C>(stage + Stage::kP, 0, kk), 1);
 #pragma unroll
   for (int kk = 0; kk < kCSteps; ++kk)
-    WgmmaRS<kDim>::template Run<1>(hT, vk[kk], wgmma_desc_mn_major<C>(tiles.stage + Stage::kK, kk), 1);
+    WgmmaRS<kDim>::template Run<1>(hT, vk[kk], wgmma_desc_mn_major<C>(stage + Stage::kK, kk), 1);
   wgmma_commit_group();
   wgmma_fence_operand(va);
   wgmma_fence_operand(vk);
