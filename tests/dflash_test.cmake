@@ -4,6 +4,9 @@
 #             gpu (needs a GPU; every test skips with its reason without one);
 #   speed:    fast (the suite takes seconds on the CI machine's 2 cores) or slow (a minute or more).
 # The fast set: `ctest -L fast` (or `-LE slow`); one resource: `ctest -L gpu`.
+# DFLASH_TEST_TIMEOUT_CAP (seconds, 0 = none) caps every test's TIMEOUT (default 600 s a test), e.g. on the GPU
+# machine for kernels that have never run (tools/device/gpu_run.sh --test-timeout).
+set(DFLASH_TEST_TIMEOUT_CAP 0 CACHE STRING "upper bound on every test's TIMEOUT in seconds (0: none)")
 set(DFLASH_TEST_RESOURCES cpu jit runtime gpu)
 set(DFLASH_TEST_SPEEDS fast slow)
 
@@ -27,6 +30,9 @@ function(dflash_add_test name)
   endif()
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 600)
+  endif()
+  if(DFLASH_TEST_TIMEOUT_CAP GREATER 0 AND ARG_TIMEOUT GREATER DFLASH_TEST_TIMEOUT_CAP)
+    set(ARG_TIMEOUT ${DFLASH_TEST_TIMEOUT_CAP})
   endif()
   gtest_discover_tests(${name} TEST_LIST ${name}_tests PROPERTIES TIMEOUT ${ARG_TIMEOUT} DISCOVERY_TIMEOUT 60)
   # gtest_discover_tests (CMake < 3.28) flattens list-valued PROPERTIES, so both labels are set by a script CTest

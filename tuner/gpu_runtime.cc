@@ -353,6 +353,13 @@ Status Stream::Synchronize() const {
   return CheckCu(Api().StreamSynchronize(s_), "cuStreamSynchronize");
 }
 
+Status Stream::SynchronizeWithin(std::chrono::duration<double, std::milli> timeout, std::string_view label) const {
+  if (!s_) return InvalidArgument("SynchronizeWithin on an empty Stream");
+  DFLASH_ASSIGN_OR_RETURN(Event done, Event::Create());
+  DFLASH_RETURN_IF_ERROR(done.Record(s_));
+  return done.WaitFor(timeout, label);
+}
+
 Result<bool> Stream::Query() const {
   if (!s_) return InvalidArgument("Query on an empty Stream");
   CUresult r = Api().StreamQuery(s_);

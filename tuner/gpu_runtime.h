@@ -172,6 +172,9 @@ class Stream {
   // Gives up the handle without destroying it (for a stream its context already destroyed); empty afterwards.
   CUstream Release() { return std::exchange(s_, nullptr); }
   Status Synchronize() const;
+  // Synchronize bounded by `timeout`: Timeout (naming `label`) when the work queued so far has not finished by
+  // then (it may still be running: see Event::WaitFor). For a kernel that may never end, e.g. one run first.
+  Status SynchronizeWithin(std::chrono::duration<double, std::milli> timeout, std::string_view label) const;
   // True when all work queued on the stream has completed; never blocks.
   Result<bool> Query() const;
 

@@ -109,7 +109,8 @@ Result<cache::Entry> BenchmarkKey(const KeyBenchmark& b) {
       if (!loaded.ok()) st = loaded.status();
       if (st.ok()) st = workload->PoisonOutputs(stream.get());
       if (st.ok()) st = workload->Launch((*loaded)->variant(), stream.get());
-      if (st.ok()) st = stream.Synchronize();
+      if (st.ok()) st = stream.SynchronizeWithin(std::chrono::duration<double, std::milli>(options.bench.timeout_ms),
+                                              label + " check launch");
       if (st.ok()) st = workload->Check(stream.get());
       if (st.ok()) {
         BenchOptions bo = options.bench;
@@ -129,6 +130,10 @@ Result<cache::Entry> BenchmarkKey(const KeyBenchmark& b) {
                                                             : cache::Outcome::kLaunchFailed;
         result.reason = st.message().substr(0, 4000);
         if (st.code() == ErrorCode::kTimeout) {
+          // The kernel may never end, and freeing what it uses (cuMemFree, cuModuleUnload) would wait for it: the
+          // workload and the module are left to the process's exit.
+          (void)workload.release();
+          if (loaded.ok()) (void)loaded->release();
           results.push_back(result);
           return st.WithContext("benchmarking " + label + " (the GPU may still be busy)");
         }

@@ -1,11 +1,14 @@
 // GPU tests of the tuner end to end (label `gpu`; skipped without a GPU): the conv1d family tunes on the GPU and
 // its winner matches the reference; a second warmup is all hits; two racing warmups publish each winner once; a
-// cubin tampered with in the cache is caught at load and re-tuned.
+// cubin tampered with in the cache is caught at load and re-tuned; a variant whose first (checked) launch never
+// finishes is recorded as a timeout instead of hanging the warmup.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <chrono>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "../cache/cache_test_util.h"
 #include "cache/kernel_cache.h"
@@ -13,6 +16,8 @@
 #include "kernels/conv1d/conv1d_family.h"
 #include "tuner/gpu_runtime.h"
 #include "tuner/kernel_provider.h"
+#include "tuner/tuner.h"
+#include "tuner/tuning_key.h"
 
 namespace dflash {
 namespace {
@@ -135,6 +140,90 @@ TEST_F(WarmupGpu, TamperedCubinIsCaughtAtLoadAndRetuned) {
   EXPECT_EQ(again.json()["compiled"].get<int>(), 0) << "compiled artifacts are reused";
   auto verify = RunCli({"verify-cache", "--cache-dir", cache_.string()}, scratch_);
   EXPECT_EQ(verify.code, 0) << verify.out;
+}
+
+constexpr char kSpinSource[] = R"cuda(
+// Busy-waits `ns` nanoseconds of GPU time: a kernel that outlives the tuner's timeout.
+__global__ void spin(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+)cuda";
+const EmbeddedFile kSpinFiles[] = {{"spin.cu", kSpinSource, sizeof(kSpinSource) - 1}};
+
+// A family of one variant that spins for `ms` milliseconds: what a deadlocked kernel looks like to the tuner.
+class SpinFamily : public tuner::KernelFamily {
+ public:
+  explicit SpinFamily(std::int64_t ms) : ms_(ms) {}
+  std::string_view name() const override { return "spin_test"; }
+  std::string_view summary() const override { return "test family: a kernel that outlives the timeout"; }
+  std::span<const EmbeddedFile> sources() const override { return kSpinFiles; }
+  std::vector<tuner::TunableParam> params() const override { return {{"ms", {ms_}, "spin time"}}; }
+  Result<tuner::Problem> Bucket(const tuner::Problem& p) const override { return p; }
+  std::string InvalidReason(const tuner::Config&, const tuner::Problem&) const override { return {}; }
+  tuner::CompileSpec MakeCompileSpec(const tuner::Config&, const tuner::Problem&) const override {
+    return {"spin.cu", {}, {"spin"}, {}};
+  }
+  BlockShape BlockShapeOf(const tuner::Config&, const tuner::Problem&) const override { return {32, 0}; }
+  Result<std::unique_ptr<tuner::Workload>> MakeWorkload(const gpu::Context&, const tuner::Problem&,
+                                                        std::uint64_t) const override {
+    return std::unique_ptr<tuner::Workload>(new SpinWorkload(ms_));
+  }
+
+ private:
+  class SpinWorkload : public tuner::Workload {
+   public:
+    explicit SpinWorkload(std::int64_t ms) : ns_(static_cast<unsigned long long>(ms) * 1'000'000ull) {}
+    Status PoisonOutputs(CUstream) override { return Status::Ok(); }
+    Status Launch(const tuner::LoadedVariant& v, CUstream s) override {
+      DFLASH_ASSIGN_OR_RETURN(CUfunction f, v.Function("spin"));
+      void* args[] = {&ns_};
+      return gpu::Launch(f, {1}, {32}, 0, s, args, v.label);
+    }
+    Status Check(CUstream) override { return Status::Ok(); }
+    std::size_t BytesTouched() const override { return 0; }
+
+   private:
+    unsigned long long ns_;
+  };
+  std::int64_t ms_;
+};
+
+TEST(TunerGpu, AVariantWhoseCheckedLaunchNeverEndsIsRecordedAsATimeoutInsteadOfHanging) {
+  if (gpu::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  auto ctx = gpu::Context::Primary(0);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  TempDir tmp;
+  cache::CacheOptions o;
+  o.dir = tmp.path() / "cache";
+  auto c = cache::KernelCache::Open(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  tuner::ThreadPool pool(1);
+  tuner::Tuner key_tuner(**c, &*ctx, pool);
+  constexpr std::int64_t kSpinMs = 4000;
+  SpinFamily family(kSpinMs);
+  tuner::TuneOptions options;
+  options.arch = ctx->info().arch();
+  options.bench.timeout_ms = 200;
+  const tuner::Problem problem = {{"n", 1}};
+  options.compile_only = true;  // the compile first, so that the timed call below is the launch alone
+  ASSERT_TRUE(key_tuner.Tune(family, problem, options).ok());
+  options.compile_only = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto report = key_tuner.Tune(family, problem, options);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(report.ok()) << "the only variant never finished inside the timeout";
+  EXPECT_EQ(report.status().code(), ErrorCode::kTimeout) << report.status().ToString();
+  EXPECT_NE(report.status().message().find("check launch"), std::string::npos) << report.status().ToString();
+  EXPECT_LT(waited, std::chrono::milliseconds(kSpinMs / 2)) << "Tune waited for the kernel instead of timing out";
+  auto results = (*c)->Candidates(tuner::MakeTuningKey(family, problem, options.arch).Digest());
+  ASSERT_TRUE(results.ok()) << results.status().ToString();
+  ASSERT_EQ(results->size(), 1u);
+  EXPECT_EQ(results->front().outcome, cache::Outcome::kTimeout) << "recorded, so the next warmup skips it";
+  std::this_thread::sleep_for(std::chrono::milliseconds(kSpinMs));  // the kernel ends; the context is usable again
 }
 
 }  // namespace
