@@ -19,13 +19,18 @@ def log_line(log, text):
         log.flush()
 
 
-def run_cmd(cmd, log, stream=False):
+def run_cmd(cmd, log, stream=False, timeout=None):
     """Runs cmd; returns (CompletedProcess-like with returncode/stdout/stderr, seconds). stream=True echoes its
-    output line by line as it comes (long warmups show progress) and returns it as stdout."""
+    output line by line as it comes (long warmups show progress) and returns it as stdout. timeout (seconds, not
+    with stream): past it the process is killed (its kernels end with it) and the result has returncode 124."""
     log_line(log, "$ " + " ".join(cmd))
     t0 = time.time()
     if not stream:
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+            r = subprocess.CompletedProcess(cmd, 124, out, "killed after %g s (a kernel that never ends?)" % timeout)
         if log:
             log.write(r.stdout + r.stderr)
         return r, time.time() - t0
@@ -37,9 +42,10 @@ def run_cmd(cmd, log, stream=False):
     return subprocess.CompletedProcess(cmd, proc.returncode, "".join(lines), ""), time.time() - t0
 
 
-def kernel_bench_json(cmd, log):
-    """Runs a kernel_bench command: its JSON result line, or {"error": message}."""
-    r, _ = run_cmd(cmd, log)
+def kernel_bench_json(cmd, log, timeout=300):
+    """Runs a kernel_bench command: its JSON result line, or {"error": message} (also when it ran past timeout
+    seconds: one run takes seconds, so that is a kernel that does not end)."""
+    r, _ = run_cmd(cmd, log, timeout=timeout)
     if r.returncode != 0:
         return {"error": (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]}
     try:
