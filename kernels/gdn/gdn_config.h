@@ -102,8 +102,8 @@ int FusedSharedBytesOf(const Geometry& g);
 int MaxSharedBytesOf(const Geometry& g);
 constexpr unsigned kCombineThreads = 128;
 constexpr int kRecurrentBv = 32;
-// Threads per block and dynamic shared memory of each of the six kernels of a variant (for per-kernel pruning
-// messages; the family reports the largest of each to the tuner).
+// Threads per block and dynamic shared memory of each of the six kernels of a variant (what pruning checks each
+// kernel against: the family's KernelBlockShape).
 struct KernelShape {
   std::string expression;
   unsigned threads = 0;

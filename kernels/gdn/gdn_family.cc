@@ -51,6 +51,17 @@ class GdnFamily final : public kernels::SpecFamily<ProblemSpec> {
     s.dynamic_shared_bytes = static_cast<std::size_t>(MaxSharedBytesOf(*g));
     return s;
   }
+  // Each kernel's own launch shape, so that pruning checks prep's registers at its 128 threads, not at the 384 of
+  // the fused 5 pass beside it.
+  BlockShape KernelBlockShape(const tuner::Config& config, const tuner::Problem& bucket,
+                              const std::string& name_expression) const override {
+    if (Result<Geometry> g = GeometryOf(config); g.ok()) {
+      for (const KernelShape& k : KernelShapesOf(*g)) {
+        if (k.expression == name_expression) return {k.threads, static_cast<std::size_t>(k.dynamic_shared)};
+      }
+    }
+    return BlockShapeOf(config, bucket);
+  }
 
   // The tuned winners on the H200 (kernels/gdn/NOTES.md): (16,48) 1x8192 and 1x32768 in pieces of 64 chunks (fused
   // 1 stage, 64 columns, 8 warps), 8 packed documents in pieces (2 stages), the best config without pieces (fused 2

@@ -66,8 +66,8 @@ GDN_HD constexpr int FusedWgmmaSharedBytes(int c) {
 // producer warp; two stages of W, q, k, WGS U slices and P as above, two O staging tiles per warpgroup, the factor
 // pairs of both stages, then the stages' "full" and "empty" mbarriers (8 bytes each).
 // WGS 1: the warpgroup and one producer warp. WGS 2: two warpgroups and a producer warpgroup (its first warp loads,
-// the others only hand their registers over): 384 threads, so that setmaxnreg can give the consumers 240 registers
-// (with 288 threads ptxas caps every thread at 168 and the step spills).
+// the others only hand their registers over): 384 threads at 168 registers, of which setmaxnreg gives the consumers
+// 232 (the producers keep 40; with 288 threads ptxas caps every thread at 168 and the step spills).
 GDN_HD constexpr int WgmmaTmaThreads(int wgs) { return wgs == 1 ? 160 : 128 * wgs + 128; }
 GDN_HD constexpr int FusedWgmmaTmaSharedBytes(int c, int wgs) {
   return 2 * (FusedWgmmaStageBytes(c, wgs) + wgs * FusedWgmmaOStageBytes(c) + c * 8) + 4 * 8;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -65,6 +66,26 @@ std::string WgmmaSerialisationAdvisory(std::string_view compile_log) {
   const std::size_t line = compile_log.rfind('\n', at);
   const std::size_t start = line == std::string_view::npos ? 0 : line + 1;
   return std::string(compile_log.substr(start, compile_log.find('\n', at) - start));
+}
+
+std::string_view FunctionSass(std::string_view sass, std::string_view lowered) {
+  // nvdisasm -c heads each function with "//--------------------- .text.<mangled> -----...", and the next header
+  // (another function's, or SYMBOLS) ends it.
+  constexpr std::string_view kHeader = "//--------------------- ";
+  const std::string head = std::string(kHeader) + ".text." + std::string(lowered) + " ";
+  const std::size_t begin = sass.find(head);
+  if (begin == std::string_view::npos) return {};
+  const std::size_t end = sass.find(kHeader, begin + head.size());
+  return sass.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin);
+}
+
+std::string RegisterSplitMismatch(std::string_view sass, std::string_view lowered, int registers, unsigned threads) {
+  if (threads == 0 || CountInstructions(FunctionSass(sass, lowered), "USETMAXREG") == 0) return "";
+  const int most = std::min(255, static_cast<int>(65536 / threads) / 8 * 8);
+  if (registers == most) return "";
+  return std::string(lowered) + " moves registers with setmaxnreg but launches at " + std::to_string(registers) +
+         " registers a thread, not the " + std::to_string(most) + " its " + std::to_string(threads) +
+         "-thread block allows: setmaxnreg.inc would wait for registers that never come free";
 }
 
 }  // namespace dflash::testing

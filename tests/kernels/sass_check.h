@@ -1,6 +1,7 @@
 // SASS of a compiled variant, for the compile tests of the Hopper tier: the cubin disassembled by nvdisasm (the CUDA
 // toolkit's, else the one tools/scripts/install-deps.sh puts in the user cache; CMake finds it), the count of one
-// instruction in it, the tier's HGMMA count, and ptxas's advisory that it serialised the wgmma. Thread-safety:
+// instruction in it, the tier's HGMMA count, ptxas's advisory that it serialised the wgmma, and the register count
+// a kernel that moves registers between warpgroups (setmaxnreg) must be launched at. Thread-safety:
 // re-entrant (each call uses its own temporary file).
 #pragma once
 
@@ -22,6 +23,13 @@ Result<int> CountCubinInstructions(const std::vector<std::uint8_t>& cubin, std::
 // The Hopper tier's check of a variant compiled for `arch`: its HGMMA instructions on sm_90a, -1 (not counted) on
 // any other arch; on sm_90a, CountCubinInstructions's error saying it was counting HGMMA.
 Result<int> HgmmaCountOnSm90a(const std::vector<std::uint8_t>& cubin, std::string_view arch);
+// The part of nvdisasm's text that is the function `lowered` (a mangled name), or empty when it has none.
+std::string_view FunctionSass(std::string_view sass, std::string_view lowered);
+// Empty unless `lowered`'s SASS holds USETMAXREG (setmaxnreg) and its launch count `registers` is not the most its
+// block of `threads` allows (65536 / threads in steps of 8, at most 255): the split (producers give registers up,
+// consumers take them) was sized for that count, and at fewer setmaxnreg.inc waits for registers that never come
+// free (a hang); then the reason.
+std::string RegisterSplitMismatch(std::string_view sass, std::string_view lowered, int registers, unsigned threads);
 // The line of the compile log where ptxas says it serialised the wgmma pipeline (each product waited for: the
 // advisories C7510-C7520), or empty.
 std::string WgmmaSerialisationAdvisory(std::string_view compile_log);

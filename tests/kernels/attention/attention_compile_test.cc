@@ -26,6 +26,7 @@ struct Outcome {
   std::string prune_reason;
   int hgmma = -1;  // HGMMA instructions in the SASS (counted for sm_90a only)
   std::string serialized;  // ptxas's advisory when it serialised the wgmma pipeline (each product waited for)
+  std::string register_split;  // a setmaxnreg kernel launched below its block's register count (RegisterSplitMismatch)
 };
 
 tuner::Problem Problem(const char* mask, int head_dim, int seq_q, int seq_kv) {
@@ -54,6 +55,15 @@ Outcome CompileOne(const tuner::KernelFamily& family, const tuner::Config& confi
     o.status = compiled.status();
     return o;
   }
+  std::string sass;  // sm_90a: the variant's SASS, for the register-split check
+  if (arch == "sm_90a") {
+    Result<std::string> d = testing::DisassembleCubin(compiled->cubin);
+    if (!d.ok()) {
+      o.status = d.status();
+      return o;
+    }
+    sass = std::move(*d);
+  }
   for (const std::string& expr : spec.name_expressions) {
     const auto shape = family.KernelBlockShape(config, bucket, expr);
     auto lowered = compiled->lowered_names.find(expr);
@@ -70,6 +80,8 @@ Outcome CompileOne(const tuner::KernelFamily& family, const tuner::Config& confi
                                                /*allow_spills=*/false);
     // Each kernel against its own launch's (threads, dynamic shared memory), as the tuner prunes.
     if (!why.empty() && o.prune_reason.empty()) o.prune_reason = expr + ": " + why;
+    if (o.register_split.empty())
+      o.register_split = testing::RegisterSplitMismatch(sass, lowered->second, usage->second.registers, shape.threads);
   }
   o.serialized = testing::WgmmaSerialisationAdvisory(compiled->log);
   const Result<int> hgmma = testing::HgmmaCountOnSm90a(compiled->cubin, arch);
@@ -108,6 +120,7 @@ void CompileWholeSpace(const tuner::KernelFamily& family, const std::string& arc
     if (arch == "sm_90a") {
       EXPECT_GT(o.hgmma, 0) << o.label << ": no HGMMA in the SASS of a Hopper-tier variant";
       EXPECT_EQ(o.serialized, "") << o.label;
+      EXPECT_EQ(o.register_split, "") << o.label;
     }
     if (o.prune_reason.empty()) {
       ++runnable;
@@ -120,7 +133,8 @@ void CompileWholeSpace(const tuner::KernelFamily& family, const std::string& arc
   EXPECT_GE(runnable, 3u) << "too few runnable variants on " << arch;
 }
 
-// Each (problem, config) is valid, compiles for sm_90a in parallel, is not pruned and has HGMMA in its SASS.
+// Each (problem, config) is valid, compiles for sm_90a in parallel, is not pruned, has HGMMA in its SASS, and its
+// setmaxnreg kernels launch at the register count their split was sized for.
 void CompileEachForSm90a(const tuner::KernelFamily& family,
                          const std::vector<std::pair<tuner::Problem, tuner::Config>>& items) {
   tuner::ThreadPool pool;
@@ -136,6 +150,7 @@ void CompileEachForSm90a(const tuner::KernelFamily& family,
     EXPECT_EQ(o.prune_reason, "") << o.label;
     EXPECT_GT(o.hgmma, 0) << o.label;
     EXPECT_EQ(o.serialized, "") << o.label;
+    EXPECT_EQ(o.register_split, "") << o.label;
   }
 }
 

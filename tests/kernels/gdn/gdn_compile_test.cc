@@ -29,6 +29,7 @@ struct Outcome {
   int spill_stores = 0;
   int hgmma = -1;  // HGMMA instructions in the SASS (counted for sm_90a only)
   std::string serialized;  // ptxas's advisory when it serialised the wgmma pipeline
+  std::string register_split;  // a setmaxnreg kernel launched below its block's register count (RegisterSplitMismatch)
 };
 
 // On sm_90a only the Hopper tier is compiled (the portable variants are the sm_90 code, compiled there).
@@ -75,6 +76,15 @@ void CompileWholeSpace(const std::string& arch) {
         o.status = compiled.status();
         return o;
       }
+      std::string sass;  // sm_90a: the variant's SASS, for the register-split check
+      if (arch == "sm_90a") {
+        Result<std::string> d = testing::DisassembleCubin(compiled->cubin);
+        if (!d.ok()) {
+          o.status = d.status();
+          return o;
+        }
+        sass = std::move(*d);
+      }
       for (const KernelShape& k : KernelShapesOf(*GeometryOf(config))) {
         const std::string& expr = k.expression;
         auto lowered = compiled->lowered_names.find(expr);
@@ -88,6 +98,8 @@ void CompileWholeSpace(const std::string& arch) {
           return o;
         }
         o.spill_stores += usage->second.spill_stores;
+        if (o.register_split.empty())
+          o.register_split = testing::RegisterSplitMismatch(sass, lowered->second, usage->second.registers, k.threads);
         const std::string why = tuner::PruneReason(*limits, usage->second, k.threads,
                                                    static_cast<std::size_t>(k.dynamic_shared), /*allow_spills=*/false);
         if (!why.empty() && o.prune_reason.empty()) o.prune_reason = expr + ": " + why;
@@ -108,6 +120,7 @@ void CompileWholeSpace(const std::string& arch) {
       EXPECT_GT(o.hgmma, 0) << o.label << ": no HGMMA in the SASS of a Hopper-tier variant";
       EXPECT_EQ(o.prune_reason, "") << o.label << ": a Hopper-tier variant must run on sm_90a";
       EXPECT_EQ(o.serialized, "") << o.label << ": ptxas serialised the wgmma";
+      EXPECT_EQ(o.register_split, "") << o.label;
     }
     if (o.prune_reason.empty()) {
       ++runnable;

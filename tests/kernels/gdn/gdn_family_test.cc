@@ -138,6 +138,27 @@ TEST(GdnConfig, SeedsAreTunedPointsOfTheSpace) {
   }
 }
 
+TEST(GdnConfig, EachKernelIsPrunedAtItsOwnLaunchShape) {
+  const tuner::KernelFamily& f = ChunkedForwardFamily();
+  const tuner::Problem bucket = *f.Bucket(MakeProblem(16, 48, 8192));
+  // fused 5: a 384-thread pass beside 128-thread prep, transfer and combine kernels and the 64-thread recurrent one;
+  // at 384 threads a kernel gets 168 registers, at 128 up to 255, so checking prep at the pass's shape would prune
+  // the whole variant for a prep of 170 registers.
+  const tuner::Config pair{{"chunk", 32}, {"state_bv", 64}, {"out_bv", 64}, {"warps", 4}, {"segment_chunks", 0},
+                           {"fused", 5}, {"piece_chunks", 64}, {"prep_heads", 1}};
+  const KernelNames n = KernelNamesOf(*GeometryOf(pair));
+  EXPECT_EQ(f.BlockShapeOf(pair, bucket).threads, 384u);
+  EXPECT_EQ(f.KernelBlockShape(pair, bucket, n.fused).threads, 384u);
+  EXPECT_EQ(f.KernelBlockShape(pair, bucket, n.fused).dynamic_shared_bytes,
+            static_cast<std::size_t>(FusedSharedBytesOf(*GeometryOf(pair))));
+  EXPECT_EQ(f.KernelBlockShape(pair, bucket, n.prep).threads, 128u);
+  EXPECT_EQ(f.KernelBlockShape(pair, bucket, n.prep).dynamic_shared_bytes,
+            static_cast<std::size_t>(PrepSharedBytesOf(*GeometryOf(pair))));
+  EXPECT_EQ(f.KernelBlockShape(pair, bucket, n.recurrent).threads, 2u * kRecurrentBv);
+  EXPECT_EQ(f.KernelBlockShape(pair, bucket, n.combine).threads, kCombineThreads);
+  EXPECT_EQ(f.KernelBlockShape(pair, bucket, "not a kernel of the variant").threads, 384u) << "the largest, as before";
+}
+
 TEST(GdnConfig, SharedMemoryOfTheDefaultVariantFitsSm120) {
   const Geometry g;  // chunk 64, state 32, out 64, 4 warps
   EXPECT_EQ(PrepSharedBytesOf(g), 53248);  // 4 blocks per H200 SM (4 x (53248 + 1 KiB reserved) <= 228 KiB)

@@ -47,10 +47,11 @@ Result<std::unique_ptr<Variant>> Load(const tuner::Config& config, const std::st
   const std::string label = "gdn[" + tuner::ConfigLabel(config) + "]";
   const tuner::CompileSpec spec = f.MakeCompileSpec(config, bucket);
   auto limits = tuner::LimitsFor(arch);
-  const auto shape = f.BlockShapeOf(config, bucket);
-  for (const auto& [name, usage] : compiled.resources) {
-    const std::string why = tuner::PruneReason(*limits, usage, shape.threads, shape.dynamic_shared_bytes, false);
-    if (!why.empty()) return Unsupported(label + " pruned: " + why);
+  for (const std::string& e : spec.name_expressions) {  // each kernel at its own launch shape, as the tuner prunes
+    const auto shape = f.KernelBlockShape(config, bucket, e);
+    const std::string why = tuner::PruneReason(*limits, compiled.resources.at(compiled.lowered_names.at(e)),
+                                               shape.threads, shape.dynamic_shared_bytes, false);
+    if (!why.empty()) return Unsupported(label + " pruned: " + e + ": " + why);
   }
   auto v = std::make_unique<Variant>();
   DFLASH_ASSIGN_OR_RETURN(v->module, gpu::Module::Load(compiled.cubin, label));
