@@ -47,18 +47,14 @@ int CountInstructions(std::string_view sass, std::string_view opcode) {
   return n;
 }
 
-Result<int> CountCubinInstructions(const std::vector<std::uint8_t>& cubin, std::string_view opcode) {
+Result<std::string> Sm90aSass(const std::vector<std::uint8_t>& cubin, std::string_view arch) {
+  if (arch != "sm_90a") return std::string();
   Result<std::string> sass = DisassembleCubin(cubin);
-  if (!sass.ok()) return sass.status();
-  return CountInstructions(*sass, opcode);
+  if (!sass.ok()) return sass.status().WithContext("disassembling an sm_90a variant");
+  return sass;
 }
 
-Result<int> HgmmaCountOnSm90a(const std::vector<std::uint8_t>& cubin, std::string_view arch) {
-  if (arch != "sm_90a") return -1;
-  Result<int> n = CountCubinInstructions(cubin, "HGMMA");
-  if (!n.ok()) return n.status().WithContext("counting HGMMA in the sm_90a SASS");
-  return n;
-}
+int HgmmaCount(std::string_view sm90a_sass) { return sm90a_sass.empty() ? -1 : CountInstructions(sm90a_sass, "HGMMA"); }
 
 std::string WgmmaSerialisationAdvisory(std::string_view compile_log) {
   const std::size_t at = compile_log.find("wgmma.mma_async instructions are serialized");

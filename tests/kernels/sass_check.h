@@ -18,11 +18,11 @@ namespace dflash::testing {
 Result<std::string> DisassembleCubin(const std::vector<std::uint8_t>& cubin);
 // How many instructions of `sass` start with `opcode` ("HGMMA" counts HGMMA.64x128x16.F32.BF16 ...).
 int CountInstructions(std::string_view sass, std::string_view opcode);
-// CountInstructions over the cubin's SASS (DisassembleCubin's error when it cannot be disassembled).
-Result<int> CountCubinInstructions(const std::vector<std::uint8_t>& cubin, std::string_view opcode);
-// The Hopper tier's check of a variant compiled for `arch`: its HGMMA instructions on sm_90a, -1 (not counted) on
-// any other arch; on sm_90a, CountCubinInstructions's error saying it was counting HGMMA.
-Result<int> HgmmaCountOnSm90a(const std::vector<std::uint8_t>& cubin, std::string_view arch);
+// nvdisasm's text of a variant compiled for `arch` when that is sm_90a (what the Hopper tier's checks read), else
+// empty; on sm_90a, DisassembleCubin's error.
+Result<std::string> Sm90aSass(const std::vector<std::uint8_t>& cubin, std::string_view arch);
+// The Hopper tier's HGMMA instructions in Sm90aSass's text; -1 (not counted) for an empty text (another arch).
+int HgmmaCount(std::string_view sm90a_sass);
 // The part of nvdisasm's text that is the function `lowered` (a mangled name), or empty when it has none.
 std::string_view FunctionSass(std::string_view sass, std::string_view lowered);
 // Empty unless `lowered`'s SASS holds USETMAXREG (setmaxnreg) and its launch count `registers` is not the most its

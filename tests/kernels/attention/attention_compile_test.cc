@@ -55,14 +55,10 @@ Outcome CompileOne(const tuner::KernelFamily& family, const tuner::Config& confi
     o.status = compiled.status();
     return o;
   }
-  std::string sass;  // sm_90a: the variant's SASS, for the register-split check
-  if (arch == "sm_90a") {
-    Result<std::string> d = testing::DisassembleCubin(compiled->cubin);
-    if (!d.ok()) {
-      o.status = d.status();
-      return o;
-    }
-    sass = std::move(*d);
+  const Result<std::string> sass = testing::Sm90aSass(compiled->cubin, arch);  // HGMMA and register split
+  if (!sass.ok()) {
+    o.status = sass.status();
+    return o;
   }
   for (const std::string& expr : spec.name_expressions) {
     const auto shape = family.KernelBlockShape(config, bucket, expr);
@@ -81,12 +77,10 @@ Outcome CompileOne(const tuner::KernelFamily& family, const tuner::Config& confi
     // Each kernel against its own launch's (threads, dynamic shared memory), as the tuner prunes.
     if (!why.empty() && o.prune_reason.empty()) o.prune_reason = expr + ": " + why;
     if (o.register_split.empty())
-      o.register_split = testing::RegisterSplitMismatch(sass, lowered->second, usage->second.registers, shape.threads);
+      o.register_split = testing::RegisterSplitMismatch(*sass, lowered->second, usage->second.registers, shape.threads);
   }
   o.serialized = testing::WgmmaSerialisationAdvisory(compiled->log);
-  const Result<int> hgmma = testing::HgmmaCountOnSm90a(compiled->cubin, arch);
-  if (hgmma.ok()) o.hgmma = *hgmma;
-  o.status = hgmma.status();
+  o.hgmma = testing::HgmmaCount(*sass);
   return o;
 }
 

@@ -76,14 +76,10 @@ void CompileWholeSpace(const std::string& arch) {
         o.status = compiled.status();
         return o;
       }
-      std::string sass;  // sm_90a: the variant's SASS, for the register-split check
-      if (arch == "sm_90a") {
-        Result<std::string> d = testing::DisassembleCubin(compiled->cubin);
-        if (!d.ok()) {
-          o.status = d.status();
-          return o;
-        }
-        sass = std::move(*d);
+      const Result<std::string> sass = testing::Sm90aSass(compiled->cubin, arch);  // HGMMA and register split
+      if (!sass.ok()) {
+        o.status = sass.status();
+        return o;
       }
       for (const KernelShape& k : KernelShapesOf(*GeometryOf(config))) {
         const std::string& expr = k.expression;
@@ -99,15 +95,13 @@ void CompileWholeSpace(const std::string& arch) {
         }
         o.spill_stores += usage->second.spill_stores;
         if (o.register_split.empty())
-          o.register_split = testing::RegisterSplitMismatch(sass, lowered->second, usage->second.registers, k.threads);
+          o.register_split = testing::RegisterSplitMismatch(*sass, lowered->second, usage->second.registers, k.threads);
         const std::string why = tuner::PruneReason(*limits, usage->second, k.threads,
                                                    static_cast<std::size_t>(k.dynamic_shared), /*allow_spills=*/false);
         if (!why.empty() && o.prune_reason.empty()) o.prune_reason = expr + ": " + why;
       }
       o.serialized = testing::WgmmaSerialisationAdvisory(compiled->log);
-      const Result<int> hgmma = testing::HgmmaCountOnSm90a(compiled->cubin, arch);
-      if (hgmma.ok()) o.hgmma = *hgmma;
-      o.status = hgmma.status();
+      o.hgmma = testing::HgmmaCount(*sass);
       return o;
     }));
   }
