@@ -1,7 +1,7 @@
 // GPU tests of the tuner end to end (label `gpu`; skipped without a GPU): the conv1d family tunes on the GPU and
 // its winner matches the reference; a second warmup is all hits; two racing warmups publish each winner once; a
 // cubin tampered with in the cache is caught at load and re-tuned; a variant whose first (checked) launch never
-// finishes is recorded as a timeout instead of hanging the warmup.
+// finishes is recorded as a timeout instead of hanging the warmup, and the warmup CLI ends on such a GPU.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
@@ -140,6 +140,31 @@ TEST_F(WarmupGpu, TamperedCubinIsCaughtAtLoadAndRetuned) {
   EXPECT_EQ(again.json()["compiled"].get<int>(), 0) << "compiled artifacts are reused";
   auto verify = RunCli({"verify-cache", "--cache-dir", cache_.string()}, scratch_);
   EXPECT_EQ(verify.code, 0) << verify.out;
+}
+
+TEST_F(WarmupGpu, ATimedOutCandidateEndsTheWarmupOnItsGpuAndIsSkippedNextTime) {
+  // Two keys whose kernels take far longer than 1 us: the first candidate's checked launch times out.
+  const std::vector<std::string> problems = {"--problem", R"(conv1d={"tokens":32768,"channels":10240})",
+                                             "--problem", R"(conv1d={"tokens":16384,"channels":10240})"};
+  std::vector<std::string> args = {"warmup", "--json", "--cache-dir", cache_.string(), "--budget", "4", "--seed", "1"};
+  args.insert(args.end(), problems.begin(), problems.end());
+  std::vector<std::string> short_timeout = args;
+  short_timeout.insert(short_timeout.end(), {"--timeout-ms", "0.001"});
+  auto r = RunCli(short_timeout, scratch_);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("still run a kernel that timed out"), std::string::npos) << r.err;
+  auto j = r.json();
+  ASSERT_TRUE(j.is_object()) << r.out << r.err;
+  ASSERT_EQ(j["keys"].size(), 2u) << r.out;
+  EXPECT_NE(j["keys"][0]["error"].get<std::string>().find("did not finish within"), std::string::npos) << r.out;
+  EXPECT_NE(j["keys"][1]["error"].get<std::string>().find("not tuned"), std::string::npos)
+      << "the busy GPU took no more keys: " << r.out;
+  // Again with the default timeout: both keys tune, and the timed-out variant is not tried again.
+  auto again = RunCli(args, scratch_);
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(again.json()["winners_new"].get<int>(), 2) << again.out;
+  EXPECT_GE(again.json()["keys"][0]["failed"].get<int>() + again.json()["keys"][1]["failed"].get<int>(), 1)
+      << "the recorded timeout counts as a failure, not a new measurement: " << again.out;
 }
 
 constexpr char kSpinSource[] = R"cuda(

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -30,6 +31,7 @@ struct WarmupArgs {
   bool compile_only = false, allow_spills = false;
   unsigned jobs = 0;
   std::uint64_t seed = 0;
+  double timeout_ms = tuner::BenchOptions{}.timeout_ms;
 };
 
 // "--budget 40" (variants) or "--budget 90s" (seconds).
@@ -165,6 +167,8 @@ int Warmup(const GlobalOptions& g, const WarmupArgs& a) {
   opts.allow_spills = a.allow_spills;
   opts.seed = a.seed;
   if (Status st = ParseBudget(a.budget, &opts.budget); !st.ok()) return Fail(st.message());
+  opts.bench.timeout_ms = a.timeout_ms;
+  if (Status st = tuner::ValidateOptions(opts.bench); !st.ok()) return Fail("--timeout-ms: " + st.message());
   tuner::ThreadPool pool(a.jobs);
 
   // One worker per GPU (or one compile-only worker); keys handed out in order; the cache's single flight keeps a
@@ -173,6 +177,7 @@ int Warmup(const GlobalOptions& g, const WarmupArgs& a) {
   std::vector<std::optional<Result<tuner::KeyReport>>> reports(items.size());
   std::vector<int> key_device(items.size(), -1);  // the GPU that took each key (-1: compile-only worker)
   std::atomic<std::size_t> next{0};
+  std::atomic<int> busy_gpus{0};  // GPUs left running a kernel that timed out (no more timings on them)
   auto worker = [&](const gpu::Context* ctx) {
     tuner::Tuner tuner(**cache, (ctx && tuner::RunsOn(arch, ctx->info().cc())) ? ctx : nullptr, pool);
     if (ctx) ctx->MakeCurrent().ok();
@@ -180,8 +185,13 @@ int Warmup(const GlobalOptions& g, const WarmupArgs& a) {
       auto r = tuner.Tune(*items[i].family, items[i].problem, opts,
                           [&](const tuner::ProgressEvent& e) { progress.Stage(e, static_cast<int>(i)); });
       if (r.ok()) progress.KeyDone(*r, static_cast<int>(i));
+      const bool gpu_busy = !r.ok() && r.status().code() == ErrorCode::kTimeout;
       reports[i] = std::move(r);
       key_device[i] = ctx ? ctx->info().ordinal : -1;
+      if (gpu_busy) {  // its kernel may never end: timings beside it would be wrong, so this GPU takes no more keys
+        ++busy_gpus;
+        break;
+      }
     }
   };
   std::vector<std::thread> threads;
@@ -200,6 +210,15 @@ int Warmup(const GlobalOptions& g, const WarmupArgs& a) {
   std::vector<std::vector<std::string>> table = {
       {"family", "problem", "status", "winner", "ms", "compiled", "reused", "bench", "pruned", "failed", "s"}};
   for (std::size_t i = 0; i < items.size(); ++i) {
+    if (!reports[i]) {  // every GPU that could time it was left busy by a timed-out kernel
+      ++errors;
+      const std::string why = "not tuned: the GPUs were left running a kernel that timed out (run warmup again)";
+      std::cerr << "dflash-tune: warmup of " << items[i].family->name() << " " << items[i].problem.dump() << " "
+                << why << "\n";
+      keys.push_back({{"family", items[i].family->name()}, {"problem", items[i].problem}, {"status", "error"},
+                      {"error", why}});
+      continue;
+    }
     const auto& r = *reports[i];
     if (!r.ok()) {
       ++errors;
@@ -251,6 +270,17 @@ int Warmup(const GlobalOptions& g, const WarmupArgs& a) {
                 total.winners_new, total.winners_cached, wall);
     for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
   }
+  if (busy_gpus > 0) {
+    // A kernel that did not finish is still running, and releasing the GPU's buffers, modules or context would wait
+    // for it: the process ends here and the driver reclaims the GPU. The variant is recorded as timed out, so the
+    // next warmup skips it.
+    std::cerr << "dflash-tune: " << busy_gpus.load() << " GPU(s) still run a kernel that timed out; exiting without "
+              << "waiting for it (its variant is recorded as timed out and skipped from now on)\n";
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+    std::_Exit(kExitError);
+  }
   if (errors) return kExitError;
   return no_variant ? kExitProblems : kExitOk;
 }
@@ -301,6 +331,9 @@ void AddTunerCommands(CLI::App& app, GlobalOptions& g, Action* run) {
   w->add_option("--budget", a->budget, "Benchmark at most N variants per problem (40) or for N seconds (90s)");
   w->add_flag("--allow-spills", a->allow_spills, "Keep variants that spill registers");
   w->add_option("--seed", a->seed, "Seed for random inputs and sampling (default: random)");
+  w->add_option("--timeout-ms", a->timeout_ms,
+                "Bound on one launch of a candidate in ms (default 10000); past it the variant is recorded as timed "
+                "out, its GPU takes no more keys and the warmup exits with code 2 after its summary");
   w->callback([&g, run, a] { *run = [&g, a] { return Warmup(g, *a); }; });
 }
 
