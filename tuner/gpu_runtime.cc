@@ -355,9 +355,7 @@ Status Stream::Synchronize() const {
 
 Status Stream::SynchronizeWithin(std::chrono::duration<double, std::milli> timeout, std::string_view label) const {
   if (!s_) return InvalidArgument("SynchronizeWithin on an empty Stream");
-  DFLASH_ASSIGN_OR_RETURN(Event done, Event::Create());
-  DFLASH_RETURN_IF_ERROR(done.Record(s_));
-  return done.WaitFor(timeout, label);
+  return gpu::SynchronizeWithin(s_, timeout, label);
 }
 
 Result<bool> Stream::Query() const {
@@ -546,6 +544,12 @@ GraphExec::~GraphExec() {
 Status GraphExec::Launch(CUstream stream) const {
   if (!g_) return InvalidArgument("Launch of an empty GraphExec");
   return CheckCu(Api().GraphLaunch(g_, stream), "cuGraphLaunch", label_);
+}
+
+Status SynchronizeWithin(CUstream stream, std::chrono::duration<double, std::milli> timeout, std::string_view label) {
+  DFLASH_ASSIGN_OR_RETURN(Event done, Event::Create());
+  DFLASH_RETURN_IF_ERROR(done.Record(stream));
+  return done.WaitFor(timeout, label);
 }
 
 // ---- Launch ----

@@ -172,8 +172,7 @@ class Stream {
   // Gives up the handle without destroying it (for a stream its context already destroyed); empty afterwards.
   CUstream Release() { return std::exchange(s_, nullptr); }
   Status Synchronize() const;
-  // Synchronize bounded by `timeout`: Timeout (naming `label`) when the work queued so far has not finished by
-  // then (it may still be running: see Event::WaitFor). For a kernel that may never end, e.g. one run first.
+  // SynchronizeWithin (below) on this stream.
   Status SynchronizeWithin(std::chrono::duration<double, std::milli> timeout, std::string_view label) const;
   // True when all work queued on the stream has completed; never blocks.
   Result<bool> Query() const;
@@ -260,6 +259,10 @@ class GraphExec {
 struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
 };
+
+// cuStreamSynchronize bounded by `timeout`: Timeout (naming `label`) when the work queued on `stream` so far has not
+// finished by then (it may still be running: see Event::WaitFor). For a kernel that may never end (one run first).
+Status SynchronizeWithin(CUstream stream, std::chrono::duration<double, std::milli> timeout, std::string_view label);
 
 // cuLaunchKernel with checking; raises the function's dynamic shared memory limit first when shared_bytes > 48 KiB.
 Status Launch(CUfunction f, Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream, void** args,

@@ -27,7 +27,9 @@ void AddBenchOptions(CLI::App& app, BenchArgs& a) {
   app.add_flag("!--no-flush", a.flush_l2, "Do not flush L2 before each timed launch / replay");
   app.add_option("--max-spread", a.max_spread, "Re-measure while (p90-p10)/median exceeds this (default 0.05)");
   app.add_option("--max-remeasures", a.max_remeasures, "At most this many re-measurements (default 2)");
-  app.add_option("--timeout-ms", a.timeout_ms, "Bound on one timed launch / replay in ms (default 30000)");
+  app.add_option("--timeout-ms", a.timeout_ms,
+                 "Bound on one launch / replay in ms, the first, checked one included (default 30000); past it "
+                 "kernel_bench exits with code 2 without waiting for the kernel");
   app.add_flag("--check", a.check, "Check the outputs against the family's float64 reference once before timing "
                                    "(and once more after a graph replay); off by default: the CPU reference of a "
                                    "big problem takes seconds to minutes, and warmup already gated the winner");

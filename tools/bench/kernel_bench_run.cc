@@ -1,6 +1,9 @@
 #include "kernel_bench_run.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -87,10 +90,22 @@ Result<std::unique_ptr<tuner::LoadedKernel>> LoadConfig(const tuner::KernelFamil
   return tuner::LoadedKernel::Load(c.artifact.cubin, c.artifact.kernel_names, config, label);
 }
 
+// `st` unchanged unless it is a Timeout: then the kernel may never end, and releasing what it uses (buffers,
+// modules, the context) would wait for it, so the process ends here with exit code 2 and the driver reclaims the GPU.
+Status ExitIfTimedOut(Status st) {
+  if (st.code() != ErrorCode::kTimeout) return st;
+  std::cerr << "kernel_bench: " << st.message() << "; exiting without waiting for the kernel\n";
+  std::cerr.flush();
+  std::fflush(nullptr);
+  std::_Exit(2);
+}
+
 Status CheckOnce(tuner::Workload& w, const std::function<Status(CUstream)>& run, CUstream stream,
-                 const std::string& what) {
+                 const std::string& what, double timeout_ms) {
   DFLASH_RETURN_IF_ERROR(w.PoisonOutputs(stream).WithContext("poisoning outputs before " + what));
   DFLASH_RETURN_IF_ERROR(run(stream).WithContext(what));
+  DFLASH_RETURN_IF_ERROR(ExitIfTimedOut(
+      gpu::SynchronizeWithin(stream, std::chrono::duration<double, std::milli>(timeout_ms), what)));
   Status st = w.Check(stream);
   if (st.code() == ErrorCode::kMismatch) return Status(ErrorCode::kMismatch, what + " is wrong: " + st.message());
   return st.WithContext("checking " + what);
@@ -128,12 +143,13 @@ Result<json> RunOnGpu(const BenchArgs& a, const tuner::KernelFamily& family, con
 
   // The first launch does the workload's one-time setup (workspaces, plans; the backward's forward pass), so it
   // runs before the memory reading and outside any graph capture.
+  const std::chrono::duration<double, std::milli> timeout(a.timeout_ms);
   if (a.check) {
-    DFLASH_RETURN_IF_ERROR(CheckOnce(*w, launch, stream.get(), "the winner " + variant.label));
+    DFLASH_RETURN_IF_ERROR(CheckOnce(*w, launch, stream.get(), "the winner " + variant.label, a.timeout_ms));
   } else {
     DFLASH_RETURN_IF_ERROR(launch(stream.get()).WithContext("first launch of " + variant.label));
   }
-  DFLASH_RETURN_IF_ERROR(stream.Synchronize().WithContext("first launch of " + variant.label));
+  DFLASH_RETURN_IF_ERROR(ExitIfTimedOut(stream.SynchronizeWithin(timeout, "first launch of " + variant.label)));
   DFLASH_ASSIGN_OR_RETURN(std::size_t free_after, FreeDeviceBytes());
 
   tuner::BenchOptions bo;
@@ -160,10 +176,16 @@ Result<json> RunOnGpu(const BenchArgs& a, const tuner::KernelFamily& family, con
             },
             "graph of " + std::to_string(a.graph_launches) + " launches of " + variant.label));
     const std::function<Status(CUstream)> replay = [&](CUstream s) { return graph.Launch(s); };
-    if (a.check) DFLASH_RETURN_IF_ERROR(CheckOnce(*w, replay, stream.get(), "a graph replay of " + variant.label));
-    DFLASH_ASSIGN_OR_RETURN(m, tuner::Measure(ctx, stream.get(), replay, bo));
+    if (a.check) {
+      DFLASH_RETURN_IF_ERROR(CheckOnce(*w, replay, stream.get(), "a graph replay of " + variant.label, a.timeout_ms));
+    }
+    Result<tuner::Measurement> r = tuner::Measure(ctx, stream.get(), replay, bo);
+    DFLASH_RETURN_IF_ERROR(ExitIfTimedOut(r.status()));
+    m = std::move(*r);
   } else {
-    DFLASH_ASSIGN_OR_RETURN(m, tuner::Measure(ctx, stream.get(), launch, bo));
+    Result<tuner::Measurement> r = tuner::Measure(ctx, stream.get(), launch, bo);
+    DFLASH_RETURN_IF_ERROR(ExitIfTimedOut(r.status()));
+    m = std::move(*r);
   }
   const double median_ms = m.median_ms / per_sample;
   const double flops = w->Flops();
