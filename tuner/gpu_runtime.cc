@@ -547,7 +547,7 @@ Status GraphExec::Launch(CUstream stream) const {
 }
 
 Status SynchronizeWithin(CUstream stream, std::chrono::duration<double, std::milli> timeout, std::string_view label) {
-  DFLASH_ASSIGN_OR_RETURN(Event done, Event::Create());
+  DFLASH_ASSIGN_OR_RETURN(Event done, Event::CreateForOrdering());
   DFLASH_RETURN_IF_ERROR(done.Record(stream));
   return done.WaitFor(timeout, label);
 }

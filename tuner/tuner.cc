@@ -131,9 +131,11 @@ Result<cache::Entry> BenchmarkKey(const KeyBenchmark& b) {
         result.reason = st.message().substr(0, 4000);
         if (st.code() == ErrorCode::kTimeout) {
           // The kernel may never end, and freeing what it uses (cuMemFree, cuModuleUnload) would wait for it: the
-          // workload and the module are left to the process's exit.
+          // workload and the module are left to the process's exit. So is the GPU's benchmark lock: no process may
+          // time kernels beside this one (a later Tune on this GPU in this process would wait for it too).
           (void)workload.release();
           if (loaded.ok()) (void)loaded->release();
+          (void)new cache::NamedLock(std::move(gpu_lock));
           results.push_back(result);
           return st.WithContext("benchmarking " + label + " (the GPU may still be busy)");
         }

@@ -76,7 +76,12 @@ std::string_view FunctionSass(std::string_view sass, std::string_view lowered) {
 }
 
 std::string RegisterSplitMismatch(std::string_view sass, std::string_view lowered, int registers, unsigned threads) {
-  if (threads == 0 || CountInstructions(FunctionSass(sass, lowered), "USETMAXREG") == 0) return "";
+  if (sass.empty()) return "";  // not sm_90a
+  const std::string_view function = FunctionSass(sass, lowered);
+  if (function.empty()) {
+    return "no SASS of " + std::string(lowered) + " in the disassembly (did nvdisasm's header format change?)";
+  }
+  if (threads == 0 || CountInstructions(function, "USETMAXREG") == 0) return "";
   const int most = std::min(255, static_cast<int>(65536 / threads) / 8 * 8);
   if (registers == most) return "";
   return std::string(lowered) + " moves registers with setmaxnreg but launches at " + std::to_string(registers) +

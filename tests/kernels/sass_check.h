@@ -25,10 +25,11 @@ Result<std::string> Sm90aSass(const std::vector<std::uint8_t>& cubin, std::strin
 int HgmmaCount(std::string_view sm90a_sass);
 // The part of nvdisasm's text that is the function `lowered` (a mangled name), or empty when it has none.
 std::string_view FunctionSass(std::string_view sass, std::string_view lowered);
-// Empty unless `lowered`'s SASS holds USETMAXREG (setmaxnreg) and its launch count `registers` is not the most its
-// block of `threads` allows (65536 / threads in steps of 8, at most 255): the split (producers give registers up,
-// consumers take them) was sized for that count, and at fewer setmaxnreg.inc waits for registers that never come
-// free (a hang); then the reason.
+// Empty for an empty `sass` (another arch) and unless `lowered`'s SASS holds USETMAXREG (setmaxnreg) and its launch
+// count `registers` is not the most its block of `threads` allows (65536 / threads in steps of 8, at most 255): the
+// split (producers give registers up, consumers take them) was sized for that count, and at fewer
+// setmaxnreg.inc waits for registers that never come free (a hang); then the reason. A reason too when `sass`
+// lacks the function, so that a change of nvdisasm's format cannot turn the check off.
 std::string RegisterSplitMismatch(std::string_view sass, std::string_view lowered, int registers, unsigned threads);
 // The line of the compile log where ptxas says it serialised the wgmma pipeline (each product waited for: the
 // advisories C7510-C7520), or empty.

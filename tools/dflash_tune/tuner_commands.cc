@@ -157,10 +157,6 @@ int Warmup(const GlobalOptions& g, const WarmupArgs& a) {
                     (contexts.empty() ? "" : " (GPU 0 is " + contexts.front()->info().arch() + ")") +
                     ": variants are compiled and pruned, and timing needs a GPU of that arch");
   }
-  auto cache = OpenCache(g, /*create=*/true);
-  if (!cache.ok()) return FailCache(g, "open the cache", cache.status());
-  if ((*cache)->read_only()) return Fail("cannot warm up into " + (*cache)->dir().string() + ": " + (*cache)->open_note());
-
   tuner::TuneOptions opts;
   opts.arch = arch;
   opts.compile_only = a.compile_only;
@@ -169,6 +165,9 @@ int Warmup(const GlobalOptions& g, const WarmupArgs& a) {
   if (Status st = ParseBudget(a.budget, &opts.budget); !st.ok()) return Fail(st.message());
   opts.bench.timeout_ms = a.timeout_ms;
   if (Status st = tuner::ValidateOptions(opts.bench); !st.ok()) return Fail("--timeout-ms: " + st.message());
+  auto cache = OpenCache(g, /*create=*/true);
+  if (!cache.ok()) return FailCache(g, "open the cache", cache.status());
+  if ((*cache)->read_only()) return Fail("cannot warm up into " + (*cache)->dir().string() + ": " + (*cache)->open_note());
   tuner::ThreadPool pool(a.jobs);
 
   // One worker per GPU (or one compile-only worker); keys handed out in order; the cache's single flight keeps a
@@ -276,6 +275,7 @@ int Warmup(const GlobalOptions& g, const WarmupArgs& a) {
     // next warmup skips it.
     std::cerr << "dflash-tune: " << busy_gpus.load() << " GPU(s) still run a kernel that timed out; exiting without "
               << "waiting for it (its variant is recorded as timed out and skipped from now on)\n";
+    cache->reset();  // its counters are flushed; no other thread uses it after the join
     std::cout.flush();
     std::cerr.flush();
     std::fflush(nullptr);
