@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/common/space_check.h"
 #include "kernels/gdn/gdn_layout.h"
 
 namespace dflash::gdn {
@@ -25,14 +26,7 @@ std::vector<tuner::TunableParam> Params() {
 }
 
 std::string GeometryInvalidReason(const tuner::Config& config) {
-  for (const tuner::TunableParam& p : Params()) {
-    auto it = config.find(p.name);
-    if (it == config.end()) return "missing parameter '" + p.name + "'";
-    if (std::find(p.values.begin(), p.values.end(), it->second) == p.values.end()) {
-      return "parameter '" + p.name + "' = " + std::to_string(it->second) + " is not in the space";
-    }
-  }
-  if (config.size() != Params().size()) return "unknown parameters in the config";
+  if (std::string why = kernels::NotInSpaceReason(Params(), config); !why.empty()) return why;
   if (config.at("fused") > 0 && config.at("out_bv") != kFusedOutBv) {
     return "out_bv is unused when fused (fused configs carry out_bv " + std::to_string(kFusedOutBv) + ")";
   }
@@ -54,10 +48,14 @@ std::string GeometryInvalidReason(const tuner::Config& config) {
   return {};
 }
 
+// The fused values of the wgmma passes (sm_90a): one home for IsHopperTier and Geometry::IsWgmmaPass.
+static bool IsWgmmaFused(std::int64_t fused) {
+  return fused == kFusedWgmma || fused == kFusedWgmmaTma || fused == kFusedWgmmaTmaPair;
+}
+
 bool IsHopperTier(const tuner::Config& config) {
   auto it = config.find("fused");
-  return it != config.end() &&
-         (it->second == kFusedWgmma || it->second == kFusedWgmmaTma || it->second == kFusedWgmmaTmaPair);
+  return it != config.end() && IsWgmmaFused(it->second);
 }
 
 std::string ArchInvalidReason(const tuner::Config& config, std::string_view arch) {
@@ -101,9 +99,7 @@ Result<Geometry> GeometryOf(const tuner::Config& config) {
   return g;
 }
 
-bool Geometry::IsWgmmaPass() const {
-  return fused == kFusedWgmma || fused == kFusedWgmmaTma || fused == kFusedWgmmaTmaPair;
-}
+bool Geometry::IsWgmmaPass() const { return IsWgmmaFused(fused); }
 // The warpgroups of a gdn_chunk_fused_wgmma_tma block (0: another pass).
 static int WgmmaTmaWarpgroups(int fused) {
   return fused == kFusedWgmmaTma ? 1 : fused == kFusedWgmmaTmaPair ? 2 : 0;

@@ -1,6 +1,5 @@
 #include "kernel_bench_run.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -10,6 +9,7 @@
 
 #include "cache/kernel_cache.h"
 #include "kernel_bench_instance.h"
+#include "kernels/common/space_check.h"
 #include "kernels/registry.h"
 #include "tuner/benchmark.h"
 #include "tuner/gpu_runtime.h"
@@ -72,14 +72,10 @@ Result<std::unique_ptr<tuner::LoadedKernel>> LoadConfig(const tuner::KernelFamil
                                                         const tuner::Problem& bucket, cache::KernelCache& cache,
                                                         const std::string& arch, const std::string& config_json) {
   DFLASH_ASSIGN_OR_RETURN(tuner::Config config, tuner::ConfigFromJson(config_json));
-  for (const tuner::TunableParam& p : family.params()) {  // a point of the space, nothing more
-    auto it = config.find(p.name);
-    if (it == config.end()) return InvalidArgument("--config lacks the parameter '" + p.name + "'");
-    if (std::find(p.values.begin(), p.values.end(), it->second) == p.values.end()) {
-      return InvalidArgument("--config: " + p.name + " = " + std::to_string(it->second) + " is not in the space");
-    }
+  const std::vector<tuner::TunableParam> params = family.params();
+  if (const std::string why = kernels::NotInSpaceReason(params, config); !why.empty()) {
+    return InvalidArgument("--config is not a point of the space: " + why);
   }
-  if (config.size() != family.params().size()) return InvalidArgument("--config has parameters the family lacks");
   if (const std::string why = family.ArchInvalidReason(config, arch); !why.empty()) {
     return InvalidArgument("--config " + tuner::ConfigLabel(config) + " does not run on " + arch + ": " + why);
   }
