@@ -7,7 +7,7 @@
 // as bulk tensor copies (GdnWgmmaMaps, made by gdn_api.cc) completing on the stage's "full" mbarrier, and its 32 lanes
 // copy P (cp.async into the same swizzled layout: its 64-byte rows are no box of the 128-byte swizzle) and the rows'
 // factor pairs (zero past the chunk), wait for them, fence them for wgmma's async proxy and arrive on "full" (32
-// arrivals, plus the bulk copies' bytes). Two stages; every consumer warp arrives on the stage's "empty" mbarrier (4
+// arrivals, plus the bulk copies' bytes). kWgmmaTmaStages stages; every consumer warp arrives on the stage's "empty" mbarrier (4
 // WGS arrivals) once the update's products over it are complete, and the producer refills it after that. Rows past a
 // chunk's length are read as they are (the next sequence's rows, or zeros past the tensor's end): every use masks them
 // (V_new's columns by select, O^T's by the stores, the update by V_new's zero columns; k and q are the caller's finite
@@ -44,19 +44,19 @@ __global__ void __launch_bounds__(WgmmaTmaThreads(WGS), 1)
   static_assert(C == 32 || C == 64, "chunks of 32 or 64 rows");
   static_assert(WGS == 1 || WGS == 2, "one or both column blocks of a value head");
   static_assert(WGS == 1 || C == 32, "two warpgroups at chunk 64 need 241 of their 232 registers");
-  constexpr int BV = kWgmmaBv, LDO = PadBf16Cols(BV), NC = 128 * WGS;  // NC: the consumer threads
+  constexpr int BV = kWgmmaBv, LDO = PadBf16Cols(BV), NC = 128 * WGS, S = kWgmmaTmaStages;  // NC: consumer threads
   using Stage = WgmmaStage<C, WGS>;
   constexpr unsigned kStageBytes = FusedWgmmaStageBytes(C, WGS), kBox = C * 128;  // a box: C rows of 64 columns
   constexpr unsigned kTxBytes = Stage::kP;  // W, q, k and the U slices (6 + WGS boxes): the bulk copies' bytes
   extern __shared__ __align__(1024) unsigned char smem[];  // swizzled tiles start 1024-byte aligned
   const unsigned base = smem_addr(smem);
   auto stage_at = [&](int s) { return base + s * kStageBytes; };
-  bf16* const os = reinterpret_cast<bf16*>(smem + 2 * kStageBytes);  // O^T staging, [WGS][2][C][LDO]
-  const unsigned rs_offset = 2 * kStageBytes + 2 * WGS * FusedWgmmaOStageBytes(C);
-  const float2* const rs = reinterpret_cast<const float2*>(smem + rs_offset);  // [2][C] {fq, fk}
-  const unsigned bars = base + rs_offset + 2 * C * 8;
+  bf16* const os = reinterpret_cast<bf16*>(smem + S * kStageBytes);  // O^T staging, [WGS][2][C][LDO]
+  const unsigned rs_offset = S * kStageBytes + 2 * WGS * FusedWgmmaOStageBytes(C);
+  const float2* const rs = reinterpret_cast<const float2*>(smem + rs_offset);  // [S][C] {fq, fk}
+  const unsigned bars = base + rs_offset + S * C * 8;
   auto bar_full = [&](int s) { return bars + 8u * s; };
-  auto bar_empty = [&](int s) { return bars + 8u * (2 + s); };
+  auto bar_empty = [&](int s) { return bars + 8u * (S + s); };
 
   const int tid = threadIdx.x;
   const int hv = blockIdx.y;
@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(WgmmaTmaThreads(WGS), 1)
   const int col_block0 = blockIdx.x * WGS;  // the block's first column block of 64
   auto chunk_len = [&](long long t) { return static_cast<int>(seg.y - t < C ? seg.y - t : C); };
   if (tid == 0) {
-    for (int s = 0; s < 2; ++s) {
+    for (int s = 0; s < S; ++s) {
       mbarrier_init(bar_full(s), 32);  // the producer's lanes; the bulk copies by their bytes
       mbarrier_init(bar_empty(s), 4 * WGS);  // the consumer warps
     }
@@ -87,8 +87,8 @@ __global__ void __launch_bounds__(WgmmaTmaThreads(WGS), 1)
     long long chunk = seg.z;
     int n = 0;
     for (long long t = seg.x; t < seg.y; t += C, ++chunk, ++n) {
-      const int s = n & 1, len = chunk_len(t), row = static_cast<int>(t);
-      if (n >= 2) mbarrier_wait(bar_empty(s), ((n >> 1) - 1) & 1);  // chunk n-2 released the stage
+      const int s = n % S, len = chunk_len(t), row = static_cast<int>(t);
+      if (n >= S) mbarrier_wait(bar_empty(s), (n / S - 1) & 1);  // chunk n-S released the stage
       if (lane == 0) {
         mbarrier_expect_tx(bar_full(s), kTxBytes);
         const unsigned at = stage_at(s), full = bar_full(s);
@@ -130,13 +130,13 @@ __global__ void __launch_bounds__(WgmmaTmaThreads(WGS), 1)
   float g_last = seg.x < seg.y ? gcum[(seg.x + chunk_len(seg.x) - 1) * HV + hv] : 0.f;
   int n = 0;
   for (long long t = seg.x; t < seg.y; t += C, ++n) {
-    const int s = n & 1, len = chunk_len(t);
+    const int s = n % S, len = chunk_len(t);
     const float decay = __expf(g_last);
     if (t + C < seg.y) g_last = gcum[((t + 2 * C < seg.y ? t + 2 * C : seg.y) - 1) * HV + hv];
-    mbarrier_wait(bar_full(s), (n >> 1) & 1);
+    mbarrier_wait(bar_full(s), (n / S) & 1);
     const WgmmaChunkTiles tiles{smem + s * kStageBytes, rs + s * C, wg};
     WgmmaChunkStep<C, WGS>(
-        hT, tiles, len, decay, my_os + s * C * LDO,
+        hT, tiles, len, decay, my_os + (n & 1) * C * LDO,
         [&] { return o + t * o_st + static_cast<long long>(hv) * o_sh + col0; }, o_st, ctid,
         [&] {
           __syncwarp();

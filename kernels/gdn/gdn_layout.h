@@ -63,14 +63,15 @@ GDN_HD constexpr int FusedWgmmaSharedBytes(int c) {
 }
 
 // gdn_chunk_fused_wgmma_tma<C, WGS> (sm_90a): WGS warpgroups (the value head's WGS column blocks of 64) and a
-// producer warp; two stages of W, q, k, WGS U slices and P as above, two O staging tiles per warpgroup, the factor
-// pairs of both stages, then the stages' "full" and "empty" mbarriers (8 bytes each).
+// producer warp; kWgmmaTmaStages stages of W, q, k, WGS U slices and P as above, two O staging tiles per warpgroup,
+// the factor pairs of every stage, then the stages' "full" and "empty" mbarriers (8 bytes each).
 // WGS 1: the warpgroup and one producer warp. WGS 2: two warpgroups and a producer warpgroup (its first warp loads,
 // the others only hand their registers over): 384 threads at 168 registers, of which setmaxnreg gives the consumers
 // 232 (the producers keep 40; with 288 threads ptxas caps every thread at 168 and the step spills).
 GDN_HD constexpr int WgmmaTmaThreads(int wgs) { return wgs == 1 ? 160 : 128 * wgs + 128; }
+constexpr int kWgmmaTmaStages = 3;
 GDN_HD constexpr int FusedWgmmaTmaSharedBytes(int c, int wgs) {
-  return 2 * (FusedWgmmaStageBytes(c, wgs) + wgs * FusedWgmmaOStageBytes(c) + c * 8) + 4 * 8;
+  return kWgmmaTmaStages * (FusedWgmmaStageBytes(c, wgs) + c * 8 + 2 * 8) + 2 * wgs * FusedWgmmaOStageBytes(c);
 }
 
 // gdn_state_combine<BV>: M [128][129] fp32, h [128][BV] fp32.
