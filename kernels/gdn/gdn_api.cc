@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/tensor_map.h"
 #include "kernels/gdn/chunk_plan.h"
 #include "tuner/gpu_runtime.h"
 #include "tuner/stream_fork.h"
@@ -255,39 +254,6 @@ Result<PreparedForward> PrepareChunkedForward(const Geometry& g, const GdnArgs& 
   return f;
 }
 
-namespace {
-
-// The tensor maps of gdn_chunk_fused_wgmma_tma (its GdnWgmmaMaps: four CUtensorMaps in this order): W and U
-// [tokens, HV, 128] of the workspace, q and k [tokens, H, 128] with the caller's strides; boxes of one chunk.
-struct WgmmaTensorMaps {
-  CUtensorMap w, u, q, k;
-};
-static_assert(sizeof(CUtensorMap) == 128 && sizeof(WgmmaTensorMaps) == 4 * 128,
-              "GdnWgmmaMaps mirrors four CUtensorMaps");
-
-Result<WgmmaTensorMaps> WgmmaTensorMapsOf(const PreparedForward& f, const GdnArgs& args) {
-  const unsigned rows = static_cast<unsigned>(f.geometry.chunk);
-  const std::int64_t T = f.num_tokens, HV = args.value_heads;
-  auto workspace_rows = [&](CUdeviceptr p) {
-    return kernels::Bf16TileTensor{.ptr = p, .cols = kHeadDim, .rows = T, .heads = HV, .row_stride = HV * kHeadDim,
-                                   .head_stride = kHeadDim};
-  };
-  auto input_rows = [&](CUdeviceptr p, std::int64_t st, std::int64_t sh) {
-    return kernels::Bf16TileTensor{.ptr = p, .cols = kHeadDim, .rows = T, .heads = args.heads, .row_stride = st,
-                                   .head_stride = sh};
-  };
-  WgmmaTensorMaps m;
-  DFLASH_ASSIGN_OR_RETURN(m.w, kernels::EncodeSw128TileMap(workspace_rows(f.w), rows, "gdn W"));
-  DFLASH_ASSIGN_OR_RETURN(m.u, kernels::EncodeSw128TileMap(workspace_rows(f.u), rows, "gdn U"));
-  DFLASH_ASSIGN_OR_RETURN(m.q, kernels::EncodeSw128TileMap(input_rows(args.q, args.q_stride_t, args.q_stride_h),
-                                                           rows, "gdn q"));
-  DFLASH_ASSIGN_OR_RETURN(m.k, kernels::EncodeSw128TileMap(input_rows(args.k, args.k_stride_t, args.k_stride_h),
-                                                           rows, "gdn k"));
-  return m;
-}
-
-}  // namespace
-
 Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedForward& f, const GdnArgs& args,
                              CUstream stream) {
   const Geometry& g = f.geometry;
@@ -318,11 +284,6 @@ Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedF
                        PrepSharedBytesOf(g), on, pa, label + " prep");
   };
   CUdeviceptr kd = f.kd, w = f.w, u = f.u, gcum = f.gcum, hbuf = f.hbuf, vnew = f.vnew;
-  WgmmaTensorMaps maps{};
-  const bool tma_pass = g.fused == kFusedWgmmaTma || g.fused == kFusedWgmmaTmaPair;
-  if (tma_pass && f.num_tokens > 0) {  // no tokens: no chunk, no copy reads a map
-    DFLASH_ASSIGN_OR_RETURN(maps, WgmmaTensorMapsOf(f, args));
-  }
   // The fused pass over `count` segments of the uploaded list from `first`, states from h0 / to ht.
   auto launch_fused = [&](int first, int count, CUdeviceptr h0, CUdeviceptr ht, CUstream on) -> Status {
     DFLASH_ASSIGN_OR_RETURN(CUfunction fused, winner.Function(names.fused));
@@ -334,11 +295,11 @@ Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedF
     long long qst = args.q_stride_t, qsh = args.q_stride_h, kst = args.k_stride_t, ksh = args.k_stride_h;
     void* pw[] = {&q, &qst, &qsh, &k, &kst, &ksh, &H, &w, &u, &pmat, &gcum, &rowscale, &segs, &final_index, &HV,
                   &h0, &ht, &o, &ost, &osh};
-    void* pt[] = {&maps, &H, &pmat, &gcum, &rowscale, &segs, &final_index, &HV, &h0, &ht, &o, &ost, &osh};
     void* pf[] = {&kd, &w, &u, &qg, &pmat, &gcum, &segs, &final_index, &HV, &h0, &ht, &o, &ost, &osh};
-    void** params = g.fused == kFusedWgmma ? pw : tma_pass ? pt : pf;
-    return gpu::Launch(fused, {g.fused_blocks_x(), static_cast<unsigned>(HV), static_cast<unsigned>(count)},
-                       {g.fused_threads(), 1, 1}, FusedSharedBytesOf(g), on, params, label + " fused");
+    return gpu::Launch(fused,
+                       {static_cast<unsigned>(kHeadDim / g.state_bv), static_cast<unsigned>(HV),
+                        static_cast<unsigned>(count)},
+                       {nt, 1, 1}, FusedSharedBytesOf(g), on, g.fused == kFusedWgmma ? pw : pf, label + " fused");
   };
 
   if (g.piece_chunks > 0) return LaunchPieces(f, args, stream, launch_prep, launch_fused);

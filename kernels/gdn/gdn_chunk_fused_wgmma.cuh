@@ -1,15 +1,19 @@
 // The fused state + output pass of the chunked gated delta rule on Hopper's wgmma (sm_90a only), with its copies
-// issued by the warpgroup itself: the same results as gdn_chunk_fused, computed transposed (the products, the
-// state's accumulator layout and LoadStateT / StoreStateT: gdn_wgmma_step.cuh). qg and kd are not read: they are the
-// raw q and k of the value head's key head scaled per row (qg_t = fq_t q_t, kd_t = fk_t k_t; fq, fk from
-// gdn_chunk_prep's ROWSCALE output), so the pass reads q and k once per key head (shared by the HV / H value heads
-// and both column blocks, mostly from L2) instead of qg and kd once per value head and column block. One warpgroup
-// per block owns 64 state columns. W, q, k, the U slice and P of a chunk are loaded with cp.async into the 128-byte
-// swizzled layout (sw128_copy.cuh), the row factors beside them, two stages: chunk n+1's operands are issued when
-// chunk n starts. O^T goes through a small padded tile to row-contiguous stores.
-// The loop body is WgmmaChunkStep written out in place: called through the function, NVRTC allocates 255 registers
-// instead of 243 and the SASS differs from the code the H200 measured (kernels/gdn/NOTES.md). The copy goes when
-// gdn_chunk_fused_wgmma_tma (fused 4) has been measured against this pass and one of the two is dropped.
+// issued by the warpgroup itself: the same results as gdn_chunk_fused, computed transposed, so that the state never
+// leaves the warpgroup's registers and no product stages a fragment through shared memory:
+//   S^T     = h^T W^T,  O^T = fq (.) h^T q^T    A = h^T (bf16, straight from the fp32 accumulator), B = W, q
+//   V_new^T = U^T - S^T (token columns >= len zero)
+//   O^T    += V_new^T P^T                       A = V_new^T (registers), B = P
+//   h^T     = exp(gamma_last) h^T + (fk (.) V_new^T) k     A = registers, B = k (MN-major)
+// qg and kd are not read: they are the raw q and k of the value head's key head scaled per row (qg_t = fq_t q_t,
+// kd_t = fk_t k_t; fq, fk from gdn_chunk_prep's ROWSCALE output), so the pass reads q and k once per key head
+// (shared by the HV / H value heads and both column blocks, mostly from L2) instead of qg and kd once per value
+// head and column block. One warpgroup per block owns 64 state columns: h^T[col0 .. col0 + 63][0 .. 127] is the
+// accumulator of an m64n128 product, 64 fp32 registers a thread, d[4 j + e] = h^T[v][k] = h[k][col0 + v],
+// v = 16 warp + g + 8 (e / 2), k = 8 j + 2 c + e % 2 (g = lane / 4, c = lane % 4). W, q, k, the U slice and P of a
+// chunk are loaded with cp.async into the 128-byte swizzled layout (sw128_copy.cuh), the row factors beside them,
+// two stages: chunk n+1's operands are issued when chunk n starts. O^T goes through a small padded tile to
+// row-contiguous stores.
 // h0 / ht: each thread reads and writes the same state elements (its accumulator's), so the pieces path's in-place
 // h0 == ht stays correct here too.
 // Who may call: hosts launching grid (128 / 64, HV, num_segments), block 128, dynamic shared
@@ -19,10 +23,33 @@
 
 #include "gdn_common.cuh"
 #include "gdn_layout.h"
-#include "gdn_wgmma_step.cuh"
 #include "sw128_copy.cuh"
+#include "wgmma.cuh"
 
 namespace gdn {
+
+// h^T from h0_slice (h0 + the value head's state + col0; null: zeros).
+__device__ __forceinline__ void LoadStateT(float (&hT)[kDim / 2], const float* h0_slice, int tid) {
+  const int warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4, v_lo = 16 * warp + g;
+#pragma unroll
+  for (int j = 0; j < kDim / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int v = v_lo + 8 * (e / 2), k = 8 * j + 2 * c + e % 2;
+      hT[4 * j + e] = h0_slice != nullptr ? h0_slice[k * kDim + v] : 0.f;
+    }
+  }
+}
+
+// h^T to dst (ht + the value head's state + col0).
+__device__ __forceinline__ void StoreStateT(const float (&hT)[kDim / 2], float* dst, int tid) {
+  const int warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4, v_lo = 16 * warp + g;
+#pragma unroll
+  for (int j = 0; j < kDim / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dst[(8 * j + 2 * c + e % 2) * kDim + v_lo + 8 * (e / 2)] = hT[4 * j + e];
+  }
+}
 
 template <int C>
 __global__ void __launch_bounds__(128, 1)

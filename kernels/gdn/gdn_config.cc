@@ -14,14 +14,13 @@ std::vector<tuner::TunableParam> Params() {
       {"out_bv", {32, 64, 128}, "output columns per block of the output kernel"},
       {"warps", {4, 8}, "warps per block (prep, state, output)"},
       {"segment_chunks", {0, 8, 16, 32}, "0: sequential state pass; else chunks per segment of the split pass"},
-      {"fused", {0, 1, 2, 3, 4, 5},
+      {"fused", {0, 1, 2, 3},
        "0: separate state and output kernels; 1, 2: one kernel with 1 or 2 load stages; 3: that kernel on wgmma "
-       "(sm_90a); 4: 3 fed by a producer warp's tensor copies (sm_90a); 5: 4 with a value head's two column blocks "
-       "in one block (sm_90a)"},
+       "(sm_90a)"},
       {"piece_chunks", {0, 64},
        "0: prep, then the state pass; else chunks per piece: prep of piece i+1 overlaps the state pass of piece i"},
       {"prep_heads", {0, 1},
-       "0: prep per (chunk, value head); 1: per (chunk, key head), q and k's products once (wgmma passes, chunk 32)"},
+       "0: prep per (chunk, value head); 1: per (chunk, key head), q and k's products once (wgmma pass, chunk 32)"},
   };
 }
 
@@ -31,16 +30,12 @@ std::string GeometryInvalidReason(const tuner::Config& config) {
     return "out_bv is unused when fused (fused configs carry out_bv " + std::to_string(kFusedOutBv) + ")";
   }
   if (IsHopperTier(config) && (config.at("state_bv") != ::gdn::kWgmmaBv || config.at("warps") != 4)) {
-    return "fused " + std::to_string(config.at("fused")) + " (a wgmma pass) is one warpgroup per " +
+    return "fused " + std::to_string(config.at("fused")) + " (the wgmma pass) is one warpgroup per " +
            std::to_string(::gdn::kWgmmaBv) +
            " state columns: state_bv " + std::to_string(::gdn::kWgmmaBv) + ", warps 4";
   }
-  if (config.at("fused") == kFusedWgmmaTmaPair && config.at("chunk") != 32) {
-    return "fused 5 (two warpgroups a block) runs chunk 32 only: at chunk 64 its step needs 241 of the 232 "
-           "registers a consumer gets";
-  }
   if (config.at("prep_heads") == 1 && (!IsHopperTier(config) || config.at("chunk") != 32)) {
-    return "prep_heads 1 (prep per key head) writes the wgmma passes' operands (fused 3, 4, 5) at chunk 32 only";
+    return "prep_heads 1 (prep per key head) writes the wgmma pass's operands (fused 3) at chunk 32 only";
   }
   if (config.at("piece_chunks") > 0 && (config.at("fused") == 0 || config.at("segment_chunks") > 0)) {
     return "piece_chunks needs the fused kernel and the sequential state pass (fused > 0, segment_chunks 0)";
@@ -48,10 +43,8 @@ std::string GeometryInvalidReason(const tuner::Config& config) {
   return {};
 }
 
-// The fused values of the wgmma passes (sm_90a): one home for IsHopperTier and Geometry::IsWgmmaPass.
-static bool IsWgmmaFused(std::int64_t fused) {
-  return fused == kFusedWgmma || fused == kFusedWgmmaTma || fused == kFusedWgmmaTmaPair;
-}
+// The fused value of the wgmma pass (sm_90a): one home for IsHopperTier and Geometry::IsWgmmaPass.
+static bool IsWgmmaFused(std::int64_t fused) { return fused == kFusedWgmma; }
 
 bool IsHopperTier(const tuner::Config& config) {
   auto it = config.find("fused");
@@ -65,11 +58,6 @@ std::string ArchInvalidReason(const tuner::Config& config, std::string_view arch
 }
 
 std::string DominatedReason(const tuner::Config& config) {
-  if (config.at("fused") == kFusedWgmmaTma || config.at("fused") == kFusedWgmmaTmaPair) {
-    return "not yet measured: fused " + std::to_string(config.at("fused")) +
-           " (the wgmma pass fed by a producer warp) has not run on a GPU";
-  }
-  if (config.at("prep_heads") == 1) return "not yet measured: prep per key head (prep_heads 1) has not run on a GPU";
   if (config.at("fused") == 0) {
     return "dominated: fused 0 (separate state and output kernels) is slower than the fused kernel";
   }
@@ -100,18 +88,6 @@ Result<Geometry> GeometryOf(const tuner::Config& config) {
 }
 
 bool Geometry::IsWgmmaPass() const { return IsWgmmaFused(fused); }
-// The warpgroups of a gdn_chunk_fused_wgmma_tma block (0: another pass).
-static int WgmmaTmaWarpgroups(int fused) {
-  return fused == kFusedWgmmaTma ? 1 : fused == kFusedWgmmaTmaPair ? 2 : 0;
-}
-unsigned Geometry::fused_threads() const {
-  const int wgs = WgmmaTmaWarpgroups(fused);
-  return wgs > 0 ? static_cast<unsigned>(::gdn::WgmmaTmaThreads(wgs)) : threads();
-}
-unsigned Geometry::fused_blocks_x() const {
-  const int wgs = WgmmaTmaWarpgroups(fused);
-  return static_cast<unsigned>(kHeadDim / state_bv / (wgs > 1 ? wgs : 1));
-}
 
 tuner::Config ConfigOf(const Geometry& g) {
   return {{"chunk", g.chunk}, {"state_bv", g.state_bv}, {"out_bv", g.out_bv}, {"warps", g.warps},
@@ -130,8 +106,6 @@ KernelNames KernelNamesOf(const Geometry& g) {
   n.combine = "gdn::gdn_state_combine<" + s + ">";
   if (g.fused == kFusedWgmma) {
     n.fused = "gdn::gdn_chunk_fused_wgmma<" + c + ">";
-  } else if (const int wgs = WgmmaTmaWarpgroups(g.fused); wgs > 0) {
-    n.fused = "gdn::gdn_chunk_fused_wgmma_tma<" + c + ", " + std::to_string(wgs) + ">";
   } else if (g.fused) {
     n.fused = "gdn::gdn_chunk_fused<" + c + ", " + s + ", " + w + ", " + std::to_string(g.fused) + ">";
   } else {
@@ -158,7 +132,6 @@ int CombineSharedBytesOf(const Geometry& g) { return ::gdn::CombineSharedBytes(g
 int OutputSharedBytesOf(const Geometry& g) { return ::gdn::OutputSharedBytes(g.chunk, g.out_bv); }
 int FusedSharedBytesOf(const Geometry& g) {
   if (g.fused == kFusedWgmma) return ::gdn::FusedWgmmaSharedBytes(g.chunk);
-  if (const int wgs = WgmmaTmaWarpgroups(g.fused); wgs > 0) return ::gdn::FusedWgmmaTmaSharedBytes(g.chunk, wgs);
   return ::gdn::FusedSharedBytes(g.chunk, g.state_bv, g.fused);
 }
 int MaxSharedBytesOf(const Geometry& g) {
@@ -180,7 +153,7 @@ std::vector<KernelShape> KernelShapesOf(const Geometry& g) {
                                      {n.combine, kCombineThreads, CombineSharedBytesOf(g)},
                                      {n.recurrent, 2u * kRecurrentBv, 0}};
   if (g.fused) {
-    shapes.push_back({n.fused, g.fused_threads(), FusedSharedBytesOf(g)});
+    shapes.push_back({n.fused, g.threads(), FusedSharedBytesOf(g)});
   } else {
     shapes.push_back({n.state, g.threads(), StateSharedBytesOf(g)});
     shapes.push_back({n.output, g.threads(), OutputSharedBytesOf(g)});

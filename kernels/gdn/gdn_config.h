@@ -7,15 +7,13 @@
 //                   (gdn_chunk_fused, state_bv columns per block, h_n and V_new stay on chip) with 1 or 2
 //                   load stages (2: the next chunk's operands load a whole chunk ahead, twice the smem);
 //                   3: the same pass on wgmma (gdn_chunk_fused_wgmma, the Hopper tier: sm_90a only, one
-//                   warpgroup per 64 state columns, so state_bv 64 and warps 4); 4: 3 with its copies issued by
-//                   a producer warp (gdn_chunk_fused_wgmma_tma: bulk tensor copies on mbarriers; same shape);
-//                   5: 4 with both column blocks of a value head in one block (two warpgroups sharing W, q, k, P)
+//                   warpgroup per 64 state columns, so state_bv 64 and warps 4)
 //   warps           warps per block of the prep / state / output kernels
 //   segment_chunks  0: one sequential state pass per sequence; else chunks per segment of the parallel split
 //                   (transfer maps per segment, combine, state pass per segment); a launch-time choice only
 //   prep_heads      0: prep one block per (chunk, value head) (gdn_chunk_prep); 1: per (chunk, key head), looping
 //                   over its value heads with q, k, their norms and products taken once (gdn_chunk_prep_key; the
-//                   wgmma passes' operands only, chunk 32)
+//                   wgmma pass's operands only, chunk 32)
 //   piece_chunks    0: prep over the whole call, then the fused state pass; else every sequence is cut into pieces
 //                   of this many chunks, prep of piece i+1 runs on the caller's stream while the fused pass of
 //                   piece i runs on a second, higher-priority stream (StreamFork) from piece i-1's final state;
@@ -46,8 +44,6 @@ struct Geometry {
   int prep_heads = 0;
   unsigned threads() const { return static_cast<unsigned>(warps) * 32u; }  // prep, state, output, transfer
   bool IsWgmmaPass() const;
-  unsigned fused_threads() const;  // the fused pass's block
-  unsigned fused_blocks_x() const;  // the fused pass's blocks per value head (column blocks of state_bv / per block)
 };
 
 // Empty when every parameter is present with a value of the space; otherwise the reason.
@@ -65,19 +61,12 @@ Result<Geometry> GeometryOf(const tuner::Config& config);
 //   segment_chunks 8, 16: shorter segments than 32 add combine steps and transfer launches; at (16,48) 1x8192
 //            every split was slower than the sequential pass and 16-chunk segments slower than 32, and the only
 //            tuned winner with a split (1x32768) used 32;
-//   fused 4, 5, prep_heads 1: not measured yet (written without a GPU at hand); kernels/gdn/NOTES.md says what
-//            their first run on the H200 must show (GdnGpu, then an A/B against fused 3) before the tuner may spend
-//            its budget on them.
 std::string DominatedReason(const tuner::Config& config);
 tuner::Config ConfigOf(const Geometry& g);
 
-// The `fused` values of the Hopper tier's wgmma passes (compiled from gdn_kernels_sm90a.cu): gdn_chunk_fused_wgmma
-// (the warpgroup copies with cp.async) and gdn_chunk_fused_wgmma_tma (a producer warp's tensor copies; one or two
-// warpgroups a block).
+// The `fused` value of the Hopper tier's wgmma pass (gdn_chunk_fused_wgmma, compiled from gdn_kernels_sm90a.cu).
 constexpr int kFusedWgmma = 3;
-constexpr int kFusedWgmmaTma = 4;
-constexpr int kFusedWgmmaTmaPair = 5;
-// True for a config of the Hopper tier (fused kFusedWgmma, kFusedWgmmaTma or kFusedWgmmaTmaPair).
+// True for a config of the Hopper tier (fused kFusedWgmma).
 bool IsHopperTier(const tuner::Config& config);
 // Empty when the config can be built for `arch`; the Hopper tier's reason otherwise.
 std::string ArchInvalidReason(const tuner::Config& config, std::string_view arch);

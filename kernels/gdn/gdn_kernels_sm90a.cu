@@ -3,7 +3,6 @@
 // transfer and combine, the recurrent step). Variants are instantiated through name expressions (gdn_config.cc,
 // KernelNamesOf).
 #include "gdn_chunk_fused_wgmma.cuh"
-#include "gdn_chunk_fused_wgmma_tma.cuh"
 #include "gdn_chunk_prep.cuh"
 #include "gdn_chunk_prep_key.cuh"
 #include "gdn_chunk_state.cuh"

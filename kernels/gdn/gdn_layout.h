@@ -53,25 +53,10 @@ GDN_HD constexpr int FusedSharedBytes(int c, int bv, int stages) {
 // padded to 64 columns), then the O staging tile [C][kWgmmaBv+8] bf16 and per stage the rows' factor pairs [C]
 // float2. Not mirrored in tools/device/gdn_layout.py (the CuPy checker runs the portable kernels only).
 constexpr int kWgmmaBv = 64;
-// u_panels: U slices of 64 columns in the stage (the wgmma_tma pass with two warpgroups holds both).
-GDN_HD constexpr int FusedWgmmaStageBytes(int c, int u_panels = 1) {
-  return 3 * c * kDim * 2 + (u_panels + 1) * c * 128;
-}
+GDN_HD constexpr int FusedWgmmaStageBytes(int c) { return 3 * c * kDim * 2 + 2 * c * 128; }
 GDN_HD constexpr int FusedWgmmaOStageBytes(int c) { return c * PadBf16Cols(kWgmmaBv) * 2; }
 GDN_HD constexpr int FusedWgmmaSharedBytes(int c) {
   return 2 * (FusedWgmmaStageBytes(c) + c * 8) + FusedWgmmaOStageBytes(c);
-}
-
-// gdn_chunk_fused_wgmma_tma<C, WGS> (sm_90a): WGS warpgroups (the value head's WGS column blocks of 64) and a
-// producer warp; kWgmmaTmaStages stages of W, q, k, WGS U slices and P as above, two O staging tiles per warpgroup,
-// the factor pairs of every stage, then the stages' "full" and "empty" mbarriers (8 bytes each).
-// WGS 1: the warpgroup and one producer warp. WGS 2: two warpgroups and a producer warpgroup (its first warp loads,
-// the others only hand their registers over): 384 threads at 168 registers, of which setmaxnreg gives the consumers
-// 232 (the producers keep 40; with 288 threads ptxas caps every thread at 168 and the step spills).
-GDN_HD constexpr int WgmmaTmaThreads(int wgs) { return wgs == 1 ? 160 : 128 * wgs + 128; }
-constexpr int kWgmmaTmaStages = 3;
-GDN_HD constexpr int FusedWgmmaTmaSharedBytes(int c, int wgs) {
-  return kWgmmaTmaStages * (FusedWgmmaStageBytes(c, wgs) + c * 8 + 2 * 8) + 2 * wgs * FusedWgmmaOStageBytes(c);
 }
 
 // gdn_state_combine<BV>: M [128][129] fp32, h [128][BV] fp32.

@@ -45,29 +45,22 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
   EXPECT_EQ(f.name(), "gdn");
   const tuner::Problem bucket = *f.Bucket(MakeProblem(16, 48, 8192));
   std::set<std::string> expressions;
-  std::size_t valid = 0, fused_duplicates = 0, hopper_shapes = 0, pair_chunk = 0, key_prep = 0, unpieceable = 0,
-              dominated = 0, hopper = 0;
+  std::size_t valid = 0, fused_duplicates = 0, hopper_shapes = 0, key_prep = 0, unpieceable = 0, dominated = 0,
+              hopper = 0;
   for (const tuner::Config& c : tuner::EnumerateSpace(f)) {
     const std::string why = f.InvalidReason(c, bucket);
     if (c.at("fused") > 0 && c.at("out_bv") != kFusedOutBv) {
       EXPECT_NE(why.find("out_bv is unused"), std::string::npos) << why;
       ++fused_duplicates;
-    } else if (c.at("fused") >= 3 && (c.at("state_bv") != 64 || c.at("warps") != 4)) {
+    } else if (c.at("fused") == 3 && (c.at("state_bv") != 64 || c.at("warps") != 4)) {
       EXPECT_NE(why.find("one warpgroup per 64 state columns"), std::string::npos) << why;
       ++hopper_shapes;
-    } else if (c.at("fused") == 5 && c.at("chunk") != 32) {
-      EXPECT_NE(why.find("runs chunk 32 only"), std::string::npos) << why;
-      ++pair_chunk;
     } else if (c.at("prep_heads") == 1 && (c.at("fused") < 3 || c.at("chunk") != 32)) {
       EXPECT_NE(why.find("prep_heads 1"), std::string::npos) << why;
       ++key_prep;
     } else if (c.at("piece_chunks") > 0 && (c.at("fused") == 0 || c.at("segment_chunks") > 0)) {
       EXPECT_NE(why.find("piece_chunks needs the fused kernel"), std::string::npos) << why;
       ++unpieceable;
-    } else if (c.at("fused") >= 4 || c.at("prep_heads") == 1) {  // not yet run on a GPU: the tuner leaves them out
-      EXPECT_EQ(why.rfind("not yet measured: ", 0), 0u) << why;
-      EXPECT_EQ(GeometryInvalidReason(c), "") << "the API runs it";
-      ++dominated;
     } else if (c.at("fused") == 0 || c.at("chunk") == 64 || c.at("segment_chunks") == 8 ||
                c.at("segment_chunks") == 16) {
       EXPECT_EQ(why.rfind("dominated: ", 0), 0u) << why;
@@ -86,7 +79,9 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
     EXPECT_EQ(spec.main_file, IsHopperTier(c) ? "gdn_kernels_sm90a.cu" : "gdn_kernels.cu");
     // prep, transfer, combine, recurrent and either state + output or the fused kernel
     ASSERT_EQ(spec.name_expressions.size(), g->fused ? 5u : 6u);
-    EXPECT_NE(spec.name_expressions[0].find("gdn_chunk_prep<" + std::to_string(g->chunk)), std::string::npos);
+    EXPECT_NE(spec.name_expressions[0].find((g->prep_heads ? "gdn_chunk_prep_key<" : "gdn_chunk_prep<") +
+                                            std::to_string(g->chunk)),
+              std::string::npos);
     bool has_fused = false, has_wgmma = false;
     for (const auto& e : spec.name_expressions) {
       expressions.insert(e);
@@ -96,31 +91,29 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
     EXPECT_EQ(has_fused, g->fused > 0);
     EXPECT_EQ(has_wgmma, g->fused == 3);
     const auto shape = f.BlockShapeOf(c, bucket);
-    // fused 4, 5 (160, 384 threads) are never valid here
     EXPECT_EQ(shape.threads, std::max(32u * g->warps, kCombineThreads));
     const int main_kernel = g->fused ? FusedSharedBytesOf(*g) : ::gdn::StateSharedBytes(g->chunk, g->state_bv);
     EXPECT_GE(shape.dynamic_shared_bytes, static_cast<std::size_t>(main_kernel));
   }
-  // 8192 tokens: every segment and piece length splits. Fused configs (5 of the 6 fused values) carry one out_bv
-  // (2 of its 3 values are duplicates: n x 5 / 6 x 2 / 3); the wgmma passes (fused 3, 4, 5) have one state_bv and
-  // one warps value of the 6 pairs (5 / 6 of them with out_bv 64: n x 1 / 2 x 1 / 3 x 5 / 6); fused 5 runs chunk
-  // 32 only (its one shape at chunk 64: 4 segments x 2 pieces x 2 prep_heads); prep per key head feeds the wgmma
-  // passes at chunk 32 only (fused 0: 2 x 3 x 3 x 2 x 4 x 2 = 288, fused 1, 2: 2 x 3 x 2 x 4 x 2 x 2 = 192, fused
-  // 3, 4 at chunk 64: 4 x 2 x 2 = 16).
+  // 8192 tokens: every segment and piece length splits. Fused configs (3 of the 4 fused values) carry one out_bv
+  // (2 of its 3 values are duplicates: n x 3 / 4 x 2 / 3); the wgmma pass (fused 3) has one state_bv and one warps
+  // value of the 6 pairs (its configs with out_bv 64: n x 1 / 4 x 1 / 3 x 5 / 6); prep per key head feeds the wgmma
+  // pass at chunk 32 only (fused 0: 2 x 3 x 3 x 2 x 4 x 2 = 288, fused 1, 2: 2 x 3 x 2 x 4 x 2 x 2 = 192, fused 3
+  // at chunk 64: 4 segments x 2 pieces = 8).
   const std::size_t n = tuner::EnumerateSpace(f).size();
-  EXPECT_EQ(n, 3456u);
-  EXPECT_EQ(fused_duplicates, n * 5 / 9);
-  EXPECT_EQ(hopper_shapes, n * 5 / 36);
-  EXPECT_EQ(pair_chunk, 16u);
-  EXPECT_EQ(key_prep, 288u + 192u + 16u);
+  EXPECT_EQ(n, 2304u);
+  EXPECT_EQ(fused_duplicates, n / 2);
+  EXPECT_EQ(hopper_shapes, n * 5 / 72);
+  EXPECT_EQ(key_prep, 288u + 192u + 8u);
   // pieces (piece_chunks 64) with fused 0 (2 chunks x 3 state_bv x 3 out_bv x 2 warps x 4 segments = 144) or a split
-  // pass (fused 1, 2: 2 x 3 x 2 x 3 segments x 2 = 72; fused 3, 4: 2 chunks x 3 segments x 2 = 12; fused 5: 3;
-  // with prep per key head, fused 3, 4, 5 at chunk 32: 3 segments x 3 = 9).
-  EXPECT_EQ(unpieceable, 144u + 72u + 12u + 3u + 9u);
-  EXPECT_EQ(valid, n - fused_duplicates - hopper_shapes - pair_chunk - key_prep - unpieceable - dominated);
-  EXPECT_EQ(valid, 39u) << "chunk 32 only: 2 stages x 3 state_bv x 2 warps, and the wgmma pass (one shape), each "
-                           "with pieces of 0 or 64 chunks and the sequential pass, or segments of 32 chunks";
-  EXPECT_EQ(hopper, 3u);
+  // pass (fused 1, 2: 2 x 3 x 2 x 3 segments x 2 = 72; fused 3: 2 chunks x 3 segments = 6, and with prep per key
+  // head at chunk 32: 3).
+  EXPECT_EQ(unpieceable, 144u + 72u + 6u + 3u);
+  EXPECT_EQ(valid, n - fused_duplicates - hopper_shapes - key_prep - unpieceable - dominated);
+  EXPECT_EQ(valid, 42u) << "chunk 32 only: 2 stages x 3 state_bv x 2 warps, and the wgmma pass (one shape) with "
+                           "prep per value or key head, each with pieces of 0 or 64 chunks and the sequential pass, "
+                           "or segments of 32 chunks";
+  EXPECT_EQ(hopper, 6u);
   EXPECT_GT(expressions.size(), 10u);
 }
 
@@ -141,22 +134,22 @@ TEST(GdnConfig, SeedsAreTunedPointsOfTheSpace) {
 TEST(GdnConfig, EachKernelIsPrunedAtItsOwnLaunchShape) {
   const tuner::KernelFamily& f = ChunkedForwardFamily();
   const tuner::Problem bucket = *f.Bucket(MakeProblem(16, 48, 8192));
-  // fused 5: a 384-thread pass beside 128-thread prep, transfer and combine kernels and the 64-thread recurrent one;
-  // at 384 threads a kernel gets 168 registers, at 128 up to 255, so checking prep at the pass's shape would prune
-  // the whole variant for a prep of 170 registers.
-  const tuner::Config pair{{"chunk", 32}, {"state_bv", 64}, {"out_bv", 64}, {"warps", 4}, {"segment_chunks", 0},
-                           {"fused", 5}, {"piece_chunks", 64}, {"prep_heads", 1}};
-  const KernelNames n = KernelNamesOf(*GeometryOf(pair));
-  EXPECT_EQ(f.BlockShapeOf(pair, bucket).threads, 384u);
-  EXPECT_EQ(f.KernelBlockShape(pair, bucket, n.fused).threads, 384u);
-  EXPECT_EQ(f.KernelBlockShape(pair, bucket, n.fused).dynamic_shared_bytes,
-            static_cast<std::size_t>(FusedSharedBytesOf(*GeometryOf(pair))));
-  EXPECT_EQ(f.KernelBlockShape(pair, bucket, n.prep).threads, 128u);
-  EXPECT_EQ(f.KernelBlockShape(pair, bucket, n.prep).dynamic_shared_bytes,
-            static_cast<std::size_t>(PrepSharedBytesOf(*GeometryOf(pair))));
-  EXPECT_EQ(f.KernelBlockShape(pair, bucket, n.recurrent).threads, 2u * kRecurrentBv);
-  EXPECT_EQ(f.KernelBlockShape(pair, bucket, n.combine).threads, kCombineThreads);
-  EXPECT_EQ(f.KernelBlockShape(pair, bucket, "not a kernel of the variant").threads, 384u) << "the largest, as before";
+  // The split pass at 8 warps: 256-thread prep, transfer and fused kernels beside the 128-thread combine and the
+  // 64-thread recurrent one; each is checked (registers, shared memory) at the shape it is launched with.
+  const tuner::Config split{{"chunk", 32}, {"state_bv", 64}, {"out_bv", 64}, {"warps", 8}, {"segment_chunks", 32},
+                            {"fused", 2}, {"piece_chunks", 0}, {"prep_heads", 0}};
+  const KernelNames n = KernelNamesOf(*GeometryOf(split));
+  EXPECT_EQ(f.BlockShapeOf(split, bucket).threads, 256u);
+  EXPECT_EQ(f.KernelBlockShape(split, bucket, n.fused).threads, 256u);
+  EXPECT_EQ(f.KernelBlockShape(split, bucket, n.fused).dynamic_shared_bytes,
+            static_cast<std::size_t>(FusedSharedBytesOf(*GeometryOf(split))));
+  EXPECT_EQ(f.KernelBlockShape(split, bucket, n.prep).dynamic_shared_bytes,
+            static_cast<std::size_t>(PrepSharedBytesOf(*GeometryOf(split))));
+  EXPECT_EQ(f.KernelBlockShape(split, bucket, n.combine).threads, kCombineThreads);
+  EXPECT_EQ(f.KernelBlockShape(split, bucket, n.combine).dynamic_shared_bytes,
+            static_cast<std::size_t>(CombineSharedBytesOf(*GeometryOf(split))));
+  EXPECT_EQ(f.KernelBlockShape(split, bucket, n.recurrent).threads, 2u * kRecurrentBv);
+  EXPECT_EQ(f.KernelBlockShape(split, bucket, "not a kernel of the variant").threads, 256u) << "the largest";
 }
 
 TEST(GdnConfig, SharedMemoryOfTheDefaultVariantFitsSm120) {

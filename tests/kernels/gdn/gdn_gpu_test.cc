@@ -96,24 +96,22 @@ TEST_F(GdnGpu, VariantsMatchTheFloat64ReferenceOnPackedAndSingleSequences) {
           }
         }
   const std::string arch = ctx->info().arch();
-  if (arch == "sm_90a") {  // the Hopper tier: the wgmma fused passes (one warpgroup, 64 state columns)
-    for (int fused : {kFusedWgmma, kFusedWgmmaTma, kFusedWgmmaTmaPair})
-      for (int chunk : {32, 64})
-        for (int seg : {0, 8})
-          for (int pieces : {0, 64}) {
-            if (pieces > 0 && (seg > 0 || chunk == 64)) continue;
-            if (fused == kFusedWgmmaTmaPair && chunk != 32) continue;  // chunk 32 only
-            configs.push_back(ConfigOf({.chunk = chunk, .state_bv = ::gdn::kWgmmaBv, .out_bv = kFusedOutBv,
-                                        .warps = 4, .segment_chunks = seg, .fused = fused, .piece_chunks = pieces}));
-          }
-    for (int fused : {kFusedWgmma, kFusedWgmmaTmaPair})  // prep per key head, beside the passes it feeds
+  if (arch == "sm_90a") {  // the Hopper tier: the wgmma fused pass (one warpgroup, 64 state columns)
+    for (int chunk : {32, 64})
       for (int seg : {0, 8})
         for (int pieces : {0, 64}) {
-          if (pieces > 0 && seg > 0) continue;
-          configs.push_back(ConfigOf({.chunk = 32, .state_bv = ::gdn::kWgmmaBv, .out_bv = kFusedOutBv, .warps = 4,
-                                      .segment_chunks = seg, .fused = fused, .piece_chunks = pieces,
-                                      .prep_heads = 1}));
+          if (pieces > 0 && (seg > 0 || chunk == 64)) continue;
+          configs.push_back(ConfigOf({.chunk = chunk, .state_bv = ::gdn::kWgmmaBv, .out_bv = kFusedOutBv,
+                                      .warps = 4, .segment_chunks = seg, .fused = kFusedWgmma,
+                                      .piece_chunks = pieces}));
         }
+    for (int seg : {0, 8})  // prep per key head, beside the pass it feeds
+      for (int pieces : {0, 64}) {
+        if (pieces > 0 && seg > 0) continue;
+        configs.push_back(ConfigOf({.chunk = 32, .state_bv = ::gdn::kWgmmaBv, .out_bv = kFusedOutBv, .warps = 4,
+                                    .segment_chunks = seg, .fused = kFusedWgmma, .piece_chunks = pieces,
+                                    .prep_heads = 1}));
+      }
   }
   tuner::ThreadPool pool(8);
   std::vector<std::future<Result<tuner::CompiledVariant>>> compiled;
