@@ -2,7 +2,7 @@
 // dimensions (columns, rows, heads, batch) with boxes of 64 columns x box_rows rows in the 128-byte swizzle, the
 // layout wgmma.cuh's descriptors read. Encoded on the host with the driver's cuTensorMapEncodeTiled (resolved
 // through tuner/gpu_runtime's driver table) and passed to a kernel in a __grid_constant__ parameter.
-// Who may call it: the families' launchers (attention, gdn). Thread-safety: pure functions (the driver call is
+// Who may call it: the families' launchers (attention's today). Thread-safety: pure functions (the driver call is
 // thread-safe).
 #pragma once
 
