@@ -68,15 +68,14 @@ class GdnFamily final : public kernels::SpecFamily<ProblemSpec> {
   // stages, 64 columns, 8 warps), (16,32) 1x8192 (32 columns), the 1-stage 4-warp variant and the split pass of the
   // 1x32768 winner without pieces. Without these seeds a budget of 8 sampled past the first one (0.727 vs 0.676 ms).
   std::vector<tuner::Config> SeedConfigs(const tuner::Problem&) const override {
-    auto fused = [](int state_bv, int warps, int stages, int segment_chunks, int piece_chunks) {
+    auto fused = [](int state_bv, int warps, int stages, int segment_chunks, int piece_chunks, int prep_heads = 0) {
       return ConfigOf({.chunk = 32, .state_bv = state_bv, .out_bv = kFusedOutBv, .warps = warps,
-                       .segment_chunks = segment_chunks, .fused = stages, .piece_chunks = piece_chunks});
+                       .segment_chunks = segment_chunks, .fused = stages, .piece_chunks = piece_chunks,
+                       .prep_heads = prep_heads});
     };
     // The Hopper tier's wgmma pass first (sm_90a only: elsewhere the tuner drops these seeds as arch-invalid), with
-    // prep per key head (0.2-1 % faster at (16,48) and (16,32) 1x8192) and per value head.
-    tuner::Config key_prep = fused(64, 4, kFusedWgmma, 0, 64);
-    key_prep["prep_heads"] = 1;
-    return {key_prep,
+    // prep per key head (0.1-1 % faster at (16,48) and (16,32) 1x8192) and per value head.
+    return {fused(64, 4, kFusedWgmma, 0, 64, /*prep_heads=*/1),
             fused(64, 4, kFusedWgmma, 0, 64),
             fused(64, 4, kFusedWgmma, 0, 0),
             fused(64, 4, kFusedWgmma, 32, 0),
