@@ -27,14 +27,17 @@ __device__ __forceinline__ void LoadSw128Async(unsigned saddr, const __nv_bfloat
 // LoadSw128Async for tiles whose 16-byte chunks divide evenly among the threads in whole groups of 8 rows per pass:
 // each thread copies one column chunk of rows r0, r0 + NT / (COLS / 8), ...; rows 8 apart have the same swizzle, so
 // its shared addresses differ by constants and its global address by one running step (no division per copy).
-// ALL_ROWS: the caller knows valid_rows >= ROWS (no row check, no zero-fill select).
-template <int ROWS, int COLS, int NT, bool ALL_ROWS>
+// ALL_ROWS: the caller knows valid_rows >= ROWS (no row check, no zero-fill select). TILE_ROWS: the rows of the
+// swizzled tile the copy lands in (its column blocks' stride), when the ROWS copied are a band of a taller tile:
+// saddr then points at the band's first row (a multiple of 8 rows into the tile, so the swizzle is unchanged).
+template <int ROWS, int COLS, int NT, bool ALL_ROWS, int TILE_ROWS = ROWS>
 __device__ __forceinline__ void LoadSw128AsyncFixed(unsigned saddr, const __nv_bfloat16* gmem, long long row_stride,
                                                     int valid_rows, int tid) {
   constexpr int kChunks = COLS / 8, kRowsPerPass = NT / kChunks, kPasses = ROWS / kRowsPerPass;
   static_assert(NT % kChunks == 0 && kRowsPerPass % 8 == 0 && ROWS % kRowsPerPass == 0, "fixed-trip tile copy");
+  static_assert(TILE_ROWS >= ROWS && TILE_ROWS % 8 == 0, "a band of whole 8-row swizzle groups");
   const int r0 = tid / kChunks, c = (tid % kChunks) * 8;
-  const unsigned dst = saddr + Sw128Offset<ROWS>(r0, c);
+  const unsigned dst = saddr + Sw128Offset<TILE_ROWS>(r0, c);
   const __nv_bfloat16* src = gmem + WidenNonNeg(r0) * row_stride + c;
   const long long step = kRowsPerPass * row_stride;
 #pragma unroll
