@@ -34,23 +34,52 @@ __host__ __device__ __forceinline__ constexpr int Sw128Offset(int r, int c) {
 
 // The matrix descriptor of a 128-byte swizzled operand starting at shared address saddr (bits 0-13: address >> 4,
 // 16-29: leading byte offset >> 4, 32-45: stride byte offset >> 4, 62-63: swizzle mode, 1 = 128 bytes).
-__device__ __forceinline__ unsigned long long wgmma_desc_sw128(unsigned saddr, unsigned lbo_bytes,
-                                                               unsigned sbo_bytes) {
+__host__ __device__ __forceinline__ constexpr unsigned long long wgmma_desc_sw128(unsigned saddr, unsigned lbo_bytes,
+                                                                                  unsigned sbo_bytes) {
   return static_cast<unsigned long long>((saddr & 0x3FFFF) >> 4) |
          (static_cast<unsigned long long>((lbo_bytes >> 4) & 0x3FFF) << 16) |
          (static_cast<unsigned long long>((sbo_bytes >> 4) & 0x3FFF) << 32) | (1ull << 62);
 }
 
+// The descriptor of the operand `bytes` (a multiple of 16) further on: the same word as wgmma_desc_sw128 built at
+// saddr + bytes, because every shared-window address is below 2^18 (228 KiB), so adding bytes >> 4 to the address
+// field never carries into the leading byte offset above it. Added to the low 32-bit half only: one 32-bit add of a
+// constant where a fresh descriptor masks and shifts the whole address again.
+__host__ __device__ __forceinline__ constexpr unsigned long long wgmma_desc_advance(unsigned long long desc,
+                                                                                    unsigned bytes) {
+  return (desc & 0xFFFFFFFF00000000ull) | static_cast<unsigned>(static_cast<unsigned>(desc) + (bytes >> 4));
+}
+
+// Byte offsets of k-step kk in a [ROWS x COLS] swizzled tile: K-major (rows from row0, a multiple of 8) and MN-major.
+template <int ROWS>
+__host__ __device__ __forceinline__ constexpr unsigned wgmma_k_major_offset(int row0, int kk) {
+  return (kk >> 2) * ROWS * 128 + row0 * 128 + (kk & 3) * 32;
+}
+__host__ __device__ __forceinline__ constexpr unsigned wgmma_mn_major_offset(int kk) { return kk * 2048; }
+
 // K-major operand of k-step kk of a [ROWS x COLS] swizzled tile at shared address tile (ROWS rows from `row0`,
 // a multiple of 8: A = 64 rows of a warpgroup, B = all N rows).
 template <int ROWS>
-__device__ __forceinline__ unsigned long long wgmma_desc_k_major(unsigned tile, int row0, int kk) {
-  return wgmma_desc_sw128(tile + (kk >> 2) * ROWS * 128 + row0 * 128 + (kk & 3) * 32, 16, 1024);
+__host__ __device__ __forceinline__ constexpr unsigned long long wgmma_desc_k_major(unsigned tile, int row0, int kk) {
+  return wgmma_desc_sw128(tile + wgmma_k_major_offset<ROWS>(row0, kk), 16, 1024);
 }
 // MN-major operand (a transposed B or A) of k-step kk (rows 16 kk .. 16 kk + 15) of a [ROWS x COLS] swizzled tile.
 template <int ROWS>
-__device__ __forceinline__ unsigned long long wgmma_desc_mn_major(unsigned tile, int kk) {
-  return wgmma_desc_sw128(tile + kk * 2048, ROWS * 128, 1024);
+__host__ __device__ __forceinline__ constexpr unsigned long long wgmma_desc_mn_major(unsigned tile, int kk) {
+  return wgmma_desc_sw128(tile + wgmma_mn_major_offset(kk), ROWS * 128, 1024);
+}
+// The same words stepped from k-step 0's descriptor (built once by the caller): one add per product instead of a
+// fresh descriptor's address arithmetic. The caller chooses where the base lives: hoisted out of a loop it holds
+// registers across it (the attention backward's consumers, at 240 registers, spilled when every descriptor was
+// built this way), so the kernels that use it build the base next to the products.
+template <int ROWS>
+__host__ __device__ __forceinline__ constexpr unsigned long long wgmma_desc_k_major_step(unsigned long long k0_desc,
+                                                                                         int kk) {
+  return wgmma_desc_advance(k0_desc, wgmma_k_major_offset<ROWS>(0, kk));
+}
+__host__ __device__ __forceinline__ constexpr unsigned long long wgmma_desc_mn_major_step(unsigned long long k0_desc,
+                                                                                          int kk) {
+  return wgmma_desc_advance(k0_desc, wgmma_mn_major_offset(kk));
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }

@@ -17,8 +17,9 @@
 // FORM, the chunk step (gdn_config.h's wgmma_step): 0: S^T and O^T as two m64nC products over W's and q's tiles,
 // issued after the next chunk's copies and before h's decay; 1: W and q land in one [2C x 128] tile (W's rows, then
 // q's), so S^T and O^T come from one m64n(2C) product (8 HGMMA of n = 2C a chunk instead of 16 of n = C; the
-// accumulator's columns C .. 2C-1 are O^T's); 2: form 1 with the next chunk's copies and h's decay issued behind
-// that product (h^T is not its operand: A is h^T's bf16 copy), so they run while it is on the tensor cores.
+// accumulator's columns C .. 2C-1 are O^T's), every product's descriptors stepped from its k-step 0's (one add a
+// product, wgmma_desc_*_step); 2: form 1 with the next chunk's copies and h's decay issued behind that product (h^T
+// is not its operand: A is h^T's bf16 copy), so they run while it is on the tensor cores.
 // h0 / ht: each thread reads and writes the same state elements (its accumulator's), so the pieces path's in-place
 // h0 == ht stays correct here too.
 // Who may call: hosts launching grid (128 / 64, HV, num_segments), block 128, dynamic shared
@@ -54,6 +55,19 @@ __device__ __forceinline__ void StoreStateT(const float (&hT)[kDim / 2], float* 
 #pragma unroll
     for (int e = 0; e < 4; ++e) dst[(8 * j + 2 * c + e % 2) * kDim + v_lo + 8 * (e / 2)] = hT[4 * j + e];
   }
+}
+
+// k-step kk's descriptor of a K-major / MN-major tile: stepped from k-step 0's (STEPPED: the compiler builds the
+// base once for the unrolled k-steps of a product) or built afresh (chunk step 0, its measured SASS).
+template <int ROWS, bool STEPPED>
+__device__ __forceinline__ unsigned long long KMajorDesc(unsigned tile, int kk) {
+  if constexpr (STEPPED) return wgmma_desc_k_major_step<ROWS>(wgmma_desc_k_major<ROWS>(tile, 0, 0), kk);
+  else return wgmma_desc_k_major<ROWS>(tile, 0, kk);
+}
+template <int ROWS, bool STEPPED>
+__device__ __forceinline__ unsigned long long MnMajorDesc(unsigned tile, int kk) {
+  if constexpr (STEPPED) return wgmma_desc_mn_major_step(wgmma_desc_mn_major<ROWS>(tile, 0), kk);
+  else return wgmma_desc_mn_major<ROWS>(tile, kk);
 }
 
 template <int C, int FORM>
@@ -157,7 +171,7 @@ __global__ void __launch_bounds__(128, 1)
     if constexpr (STACKED_WQ) {
 #pragma unroll
       for (int kk = 0; kk < kKSteps; ++kk)
-        WgmmaRS<2 * C>::template Run<0>(so, ha[kk], wgmma_desc_k_major<2 * C>(w_at(stage), 0, kk), kk > 0);
+        WgmmaRS<2 * C>::template Run<0>(so, ha[kk], KMajorDesc<2 * C, STACKED_WQ>(w_at(stage), kk), kk > 0);
     } else {
 #pragma unroll
       for (int kk = 0; kk < kKSteps; ++kk)
@@ -222,10 +236,10 @@ __global__ void __launch_bounds__(128, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kCSteps; ++kk)
-      WgmmaRS<C>::template Run<0>(oT, va[kk], wgmma_desc_k_major<C>(p_at(stage), 0, kk), 1);
+      WgmmaRS<C>::template Run<0>(oT, va[kk], KMajorDesc<C, STACKED_WQ>(p_at(stage), kk), 1);
 #pragma unroll
     for (int kk = 0; kk < kCSteps; ++kk)
-      WgmmaRS<kDim>::template Run<1>(hT, vk[kk], wgmma_desc_mn_major<C>(k_at(stage), kk), 1);
+      WgmmaRS<kDim>::template Run<1>(hT, vk[kk], MnMajorDesc<C, STACKED_WQ>(k_at(stage), kk), 1);
     wgmma_commit_group();
     wgmma_fence_operand(va);
     wgmma_fence_operand(vk);
