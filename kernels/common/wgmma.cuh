@@ -81,6 +81,18 @@ __host__ __device__ __forceinline__ constexpr unsigned long long wgmma_desc_mn_m
                                                                                           int kk) {
   return wgmma_desc_advance(k0_desc, wgmma_mn_major_offset(kk));
 }
+// k-step kk's descriptor of a product's operand, STEPPED from k-step 0's (written per k-step, the compiler builds the
+// base once for a product's unrolled k-steps) or built afresh (the form the measured kernels were tuned with).
+template <int ROWS, bool STEPPED>
+__device__ __forceinline__ unsigned long long wgmma_desc_k_major_at(unsigned tile, int row0, int kk) {
+  if constexpr (STEPPED) return wgmma_desc_k_major_step<ROWS>(wgmma_desc_k_major<ROWS>(tile, row0, 0), kk);
+  else return wgmma_desc_k_major<ROWS>(tile, row0, kk);
+}
+template <int ROWS, bool STEPPED>
+__device__ __forceinline__ unsigned long long wgmma_desc_mn_major_at(unsigned tile, int kk) {
+  if constexpr (STEPPED) return wgmma_desc_mn_major_step(wgmma_desc_mn_major<ROWS>(tile, 0), kk);
+  else return wgmma_desc_mn_major<ROWS>(tile, kk);
+}
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit_group() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -193,13 +205,14 @@ struct WgmmaRS<256> {
 
 // d = A B over K = 16 KSTEPS with both operands K-major in swizzled tiles (the reduction dim along the rows): A =
 // rows [a_row0, a_row0 + 64) of an [A_ROWS x K] tile, B = all N rows of an [N x K] tile; the first step overwrites
-// d. Issues the products only: the caller fences before and commits after.
-template <int N, int A_ROWS, int KSTEPS>
+// d; STEPPED: descriptors stepped from k-step 0's (wgmma_desc_k_major_at). Issues the products only: the caller
+// fences before and commits after.
+template <int N, int A_ROWS, int KSTEPS, bool STEPPED = false>
 __device__ __forceinline__ void WgmmaSSKMajor(float (&d)[N / 2], unsigned a_tile, int a_row0, unsigned b_tile) {
 #pragma unroll
   for (int kk = 0; kk < KSTEPS; ++kk)
-    WgmmaSS<N>::template Run<0>(d, wgmma_desc_k_major<A_ROWS>(a_tile, a_row0, kk), wgmma_desc_k_major<N>(b_tile, 0, kk),
-                                kk > 0);
+    WgmmaSS<N>::template Run<0>(d, wgmma_desc_k_major_at<A_ROWS, STEPPED>(a_tile, a_row0, kk),
+                                wgmma_desc_k_major_at<N, STEPPED>(b_tile, 0, kk), kk > 0);
 }
 
 }  // namespace dflash_ptx

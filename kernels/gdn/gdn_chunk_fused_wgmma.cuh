@@ -57,19 +57,6 @@ __device__ __forceinline__ void StoreStateT(const float (&hT)[kDim / 2], float* 
   }
 }
 
-// k-step kk's descriptor of a K-major / MN-major tile: stepped from k-step 0's (STEPPED: the compiler builds the
-// base once for the unrolled k-steps of a product) or built afresh (chunk step 0, its measured SASS).
-template <int ROWS, bool STEPPED>
-__device__ __forceinline__ unsigned long long KMajorDesc(unsigned tile, int kk) {
-  if constexpr (STEPPED) return wgmma_desc_k_major_step<ROWS>(wgmma_desc_k_major<ROWS>(tile, 0, 0), kk);
-  else return wgmma_desc_k_major<ROWS>(tile, 0, kk);
-}
-template <int ROWS, bool STEPPED>
-__device__ __forceinline__ unsigned long long MnMajorDesc(unsigned tile, int kk) {
-  if constexpr (STEPPED) return wgmma_desc_mn_major_step(wgmma_desc_mn_major<ROWS>(tile, 0), kk);
-  else return wgmma_desc_mn_major<ROWS>(tile, kk);
-}
-
 template <int C, int FORM>
 __global__ void __launch_bounds__(128, 1)
     gdn_chunk_fused_wgmma(const bf16* __restrict__ q, long long q_st, long long q_sh, const bf16* __restrict__ k,
@@ -171,7 +158,7 @@ __global__ void __launch_bounds__(128, 1)
     if constexpr (STACKED_WQ) {
 #pragma unroll
       for (int kk = 0; kk < kKSteps; ++kk)
-        WgmmaRS<2 * C>::template Run<0>(so, ha[kk], KMajorDesc<2 * C, STACKED_WQ>(w_at(stage), kk), kk > 0);
+        WgmmaRS<2 * C>::template Run<0>(so, ha[kk], wgmma_desc_k_major_at<2 * C, true>(w_at(stage), 0, kk), kk > 0);
     } else {
 #pragma unroll
       for (int kk = 0; kk < kKSteps; ++kk)
@@ -236,10 +223,10 @@ __global__ void __launch_bounds__(128, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kCSteps; ++kk)
-      WgmmaRS<C>::template Run<0>(oT, va[kk], KMajorDesc<C, STACKED_WQ>(p_at(stage), kk), 1);
+      WgmmaRS<C>::template Run<0>(oT, va[kk], wgmma_desc_k_major_at<C, STACKED_WQ>(p_at(stage), 0, kk), 1);
 #pragma unroll
     for (int kk = 0; kk < kCSteps; ++kk)
-      WgmmaRS<kDim>::template Run<1>(hT, vk[kk], MnMajorDesc<C, STACKED_WQ>(k_at(stage), kk), 1);
+      WgmmaRS<kDim>::template Run<1>(hT, vk[kk], wgmma_desc_mn_major_at<C, STACKED_WQ>(k_at(stage), kk), 1);
     wgmma_commit_group();
     wgmma_fence_operand(va);
     wgmma_fence_operand(vk);
