@@ -237,11 +237,9 @@ __global__ void __launch_bounds__(kTmaBwdThreads, 1)
     bf16* const ds_tile = sdS + ds * BN * BM;  // dS^T alternates between two tiles (ds = items & 1)
     typename BwdPick<BULK_DQ, BwdDqSmemStage<D>, BwdDqReduce>::type dq_stage{};
     if constexpr (BULK_DQ) dq_stage = BwdDqSmemStage<D>{sdQ, bar_dq_empty, bar_dq_full, items, lane};
-    auto no_issue = [] {};
-    auto publish = [] { named_barrier_sync(1, 2 * 128); };
-    BwdWgmmaItem<D, BM, BN, decltype(no_issue)&, decltype(publish)&, decltype(dq_stage), STEPPED>(
-        p, item, Sq, wg, warp, lane, k0, kv_row, k_addr, v_addr, ds_tile, smem_addr(ds_tile), dk, dv, no_issue, publish,
-        dq_stage);
+    BwdWgmmaItem<D, BM, BN, STEPPED>(p, item, Sq, wg, warp, lane, k0, kv_row, k_addr, v_addr, ds_tile,
+                                     smem_addr(ds_tile), dk, dv, [] {}, [] { named_barrier_sync(1, 2 * 128); },
+                                     dq_stage);
     if (lane == 0) mbarrier_arrive(bar_empty(stage));  // every product over the buffer is complete
     ds ^= 1;
     if (++stage == STAGES) {

@@ -61,8 +61,8 @@ struct BwdDqReduce {
   __device__ __forceinline__ void store(const float (&)[32], int, int) const {}
   __device__ __forceinline__ void release() const {}
 };
-template <int D, int BM, int BN, typename AfterIssue, typename PublishDs, typename DqStage = BwdDqReduce,
-          bool STEPPED = false>
+template <int D, int BM, int BN, bool STEPPED = false, typename AfterIssue, typename PublishDs,
+          typename DqStage = BwdDqReduce>
 __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem& item, int Sq, int wg, int warp,
                                              int lane, int k0, int kv_row, unsigned k_addr, unsigned v_addr, bf16* sdS,
                                              unsigned ds_addr, float (&dk)[D / 2], float (&dv)[D / 2],

@@ -68,30 +68,27 @@ template <int ROWS>
 __host__ __device__ __forceinline__ constexpr unsigned long long wgmma_desc_mn_major(unsigned tile, int kk) {
   return wgmma_desc_sw128(tile + wgmma_mn_major_offset(kk), ROWS * 128, 1024);
 }
-// The same words stepped from k-step 0's descriptor (built once by the caller): one add per product instead of a
-// fresh descriptor's address arithmetic. The caller chooses where the base lives: hoisted out of a loop it holds
-// registers across it (the attention backward's consumers, at 240 registers, spilled when every descriptor was
-// built this way), so the kernels that use it build the base next to the products.
-template <int ROWS>
-__host__ __device__ __forceinline__ constexpr unsigned long long wgmma_desc_k_major_step(unsigned long long k0_desc,
-                                                                                         int kk) {
-  return wgmma_desc_advance(k0_desc, wgmma_k_major_offset<ROWS>(0, kk));
-}
-__host__ __device__ __forceinline__ constexpr unsigned long long wgmma_desc_mn_major_step(unsigned long long k0_desc,
-                                                                                          int kk) {
-  return wgmma_desc_advance(k0_desc, wgmma_mn_major_offset(kk));
-}
-// k-step kk's descriptor of a product's operand, STEPPED from k-step 0's (written per k-step, the compiler builds the
-// base once for a product's unrolled k-steps) or built afresh (the form the measured kernels were tuned with).
+// k-step kk's descriptor of a product's operand, STEPPED: k-step 0's descriptor plus one add (written per k-step,
+// the compiler builds the base once for a product's unrolled k-steps; the same words, tests/kernels/
+// wgmma_desc_test.cc), or built afresh (the form the measured kernels were tuned with). Where a stepped base lives
+// is the caller's choice: hoisted out of a loop it holds registers across it (the attention backward's consumers,
+// at 240 registers, spilled when every descriptor was stepped with the K / V bases loop-invariant).
 template <int ROWS, bool STEPPED>
-__device__ __forceinline__ unsigned long long wgmma_desc_k_major_at(unsigned tile, int row0, int kk) {
-  if constexpr (STEPPED) return wgmma_desc_k_major_step<ROWS>(wgmma_desc_k_major<ROWS>(tile, row0, 0), kk);
-  else return wgmma_desc_k_major<ROWS>(tile, row0, kk);
+__host__ __device__ __forceinline__ constexpr unsigned long long wgmma_desc_k_major_at(unsigned tile, int row0,
+                                                                                       int kk) {
+  if constexpr (STEPPED) {
+    return wgmma_desc_advance(wgmma_desc_k_major<ROWS>(tile, row0, 0), wgmma_k_major_offset<ROWS>(0, kk));
+  } else {
+    return wgmma_desc_k_major<ROWS>(tile, row0, kk);
+  }
 }
 template <int ROWS, bool STEPPED>
-__device__ __forceinline__ unsigned long long wgmma_desc_mn_major_at(unsigned tile, int kk) {
-  if constexpr (STEPPED) return wgmma_desc_mn_major_step(wgmma_desc_mn_major<ROWS>(tile, 0), kk);
-  else return wgmma_desc_mn_major<ROWS>(tile, kk);
+__host__ __device__ __forceinline__ constexpr unsigned long long wgmma_desc_mn_major_at(unsigned tile, int kk) {
+  if constexpr (STEPPED) {
+    return wgmma_desc_advance(wgmma_desc_mn_major<ROWS>(tile, 0), wgmma_mn_major_offset(kk));
+  } else {
+    return wgmma_desc_mn_major<ROWS>(tile, kk);
+  }
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }

@@ -18,7 +18,7 @@
 // issued after the next chunk's copies and before h's decay; 1: W and q land in one [2C x 128] tile (W's rows, then
 // q's), so S^T and O^T come from one m64n(2C) product (8 HGMMA of n = 2C a chunk instead of 16 of n = C; the
 // accumulator's columns C .. 2C-1 are O^T's), every product's descriptors stepped from its k-step 0's (one add a
-// product, wgmma_desc_*_step); 2: form 1 with the next chunk's copies and h's decay issued behind that product (h^T
+// product, wgmma_desc_*_at); 2: form 1 with the next chunk's copies and h's decay issued behind that product (h^T
 // is not its operand: A is h^T's bf16 copy), so they run while it is on the tensor cores.
 // h0 / ht: each thread reads and writes the same state elements (its accumulator's), so the pieces path's in-place
 // h0 == ht stays correct here too.
