@@ -52,17 +52,13 @@ __device__ __forceinline__ void BwdWgmmaAddDq(float* dst, const float (&acc)[32]
 // dq_stage: where the dQ tiles go. BwdDqReduce (the default) adds them to the accumulator with 8-byte reductions;
 // a stage with kStaged (AttnBwdTma's BwdDqSmemStage) takes them as acquire(), store(acc, row, c0) per pass,
 // release(), row being the thread's first row within the query tile.
-// STEPPED: every product's descriptors stepped from its k-step 0's (wgmma_desc_*_at), with k_addr / v_addr laundered
-// per item so that the bases are built next to their products: hoisted out of the walk as loop invariants they
-// held registers across it (kernel 2 at the causal mask spilled 28 B).
 struct BwdDqReduce {
   static constexpr bool kStaged = false;
   __device__ __forceinline__ void acquire() const {}
   __device__ __forceinline__ void store(const float (&)[32], int, int) const {}
   __device__ __forceinline__ void release() const {}
 };
-template <int D, int BM, int BN, bool STEPPED = false, typename AfterIssue, typename PublishDs,
-          typename DqStage = BwdDqReduce>
+template <int D, int BM, int BN, typename AfterIssue, typename PublishDs, typename DqStage = BwdDqReduce>
 __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem& item, int Sq, int wg, int warp,
                                              int lane, int k0, int kv_row, unsigned k_addr, unsigned v_addr, bf16* sdS,
                                              unsigned ds_addr, float (&dk)[D / 2], float (&dv)[D / 2],
@@ -74,13 +70,12 @@ __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem&
   static_assert(MH <= NWG && DQ_COLS % 64 == 0, "dQ split into m64n64 tiles among the warpgroups");
   const float scale_log2 = p.scale * kLog2e;
   const unsigned q_addr = smem_addr(item.q), do_addr = smem_addr(item.dout);
-  if constexpr (STEPPED) asm volatile("" : "+r"(k_addr), "+r"(v_addr));
   // 1. S^T and dP^T, one commit group each.
   float s[BM / 2], dp[BM / 2];
   wgmma_fence();
-  WgmmaSSKMajor<BM, BN, D / 16, STEPPED>(s, k_addr, wg * 64, q_addr);
+  WgmmaSSKMajor<BM, BN, D / 16>(s, k_addr, wg * 64, q_addr);
   wgmma_commit_group();
-  WgmmaSSKMajor<BM, BN, D / 16, STEPPED>(dp, v_addr, wg * 64, do_addr);
+  WgmmaSSKMajor<BM, BN, D / 16>(dp, v_addr, wg * 64, do_addr);
   wgmma_commit_group();
   after_issue();  // the walk's next copies (AttnBwdWgmma) or nothing (AttnBwdTma)
   wgmma_wait_group<1>();  // S^T is in; dP^T may still run
@@ -112,7 +107,7 @@ __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem&
 #pragma unroll
     for (int kk = 0; kk < BM / 16; ++kk) {
       const unsigned a[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
-      WgmmaRS<D>::template Run<1>(dv, a, wgmma_desc_mn_major_at<BM, STEPPED>(do_addr, kk), 1);
+      WgmmaRS<D>::template Run<1>(dv, a, wgmma_desc_mn_major<BM>(do_addr, kk), 1);
     }
     wgmma_commit_group();
   };
@@ -157,15 +152,15 @@ __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem&
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk)
-      WgmmaSS<64>::template Run<1, 1>(acc, wgmma_desc_mn_major_at<BN, STEPPED>(ds_addr + mh * BN * 128, kk),
-                                      wgmma_desc_mn_major_at<BN, STEPPED>(k_addr + (c0 / 64) * BN * 128, kk), kk > 0);
+      WgmmaSS<64>::template Run<1, 1>(acc, wgmma_desc_mn_major<BN>(ds_addr + mh * BN * 128, kk),
+                                      wgmma_desc_mn_major<BN>(k_addr + (c0 / 64) * BN * 128, kk), kk > 0);
     wgmma_commit_group();
     if (pass == 0) {
       // 3b. dK += dS^T Q (register A, MN-major B), issued behind the first dQ pass: it runs under its reductions.
 #pragma unroll
       for (int kk = 0; kk < BM / 16; ++kk) {
         const unsigned a[4] = {dsk[2 * kk][0], dsk[2 * kk][1], dsk[2 * kk + 1][0], dsk[2 * kk + 1][1]};
-        WgmmaRS<D>::template Run<1>(dk, a, wgmma_desc_mn_major_at<BM, STEPPED>(q_addr, kk), 1);
+        WgmmaRS<D>::template Run<1>(dk, a, wgmma_desc_mn_major<BM>(q_addr, kk), 1);
       }
       wgmma_commit_group();
       wgmma_wait_group<1>();  // dV and this dQ pass are done; dK may still run

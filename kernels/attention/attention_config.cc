@@ -37,15 +37,14 @@ std::vector<tuner::TunableParam> ForwardParams() {
   return {{"block_m", {64, 128}, "query rows per thread block"},
           {"block_n", {32, 64, 128}, "kv rows per shared-memory tile"},
           {"warps", {4, 8}, "warps per block (each owns block_m / warps query rows)"},
-          {"stages", {1, 2, 3}, "kv tile buffers (2 = cp.async double buffering; kernel 2 takes 3, kernels 3-6 2 or 3)"},
-          {"kernel", {0, 1, 2, 3, 4, 5, 6},
+          {"stages", {1, 2, 3}, "kv tile buffers (2 = cp.async double buffering; kernel 2 takes 3, kernels 3-5 2 or 3)"},
+          {"kernel", {0, 1, 2, 3, 4, 5},
            "0: mma.sync (AttnFwd, the portable tier: sm_80 and later); 1: wgmma (AttnFwdWgmma, the Hopper tier: "
            "sm_90a only; one warpgroup per 64 query rows, warps 4); 2: as 1 with the softmax of each kv tile "
            "overlapping the next tile's QK^T (stages 3); 3: warp-specialised (AttnFwdTma, sm_90a only: a producer "
            "warpgroup loads Q, K, V with the bulk tensor copy engine, two consumer warpgroups of 64 query rows, "
            "block_m 128); 4: as 3 with the softmax of the next tile overlapping this tile's PV; 5: as 4 with the two "
-           "consumers issuing their products in turns; 6: as 5 with each product's wgmma descriptors stepped from its "
-           "first k-step's (one add a product)"}};
+           "consumers issuing their products in turns"}};
 }
 
 std::vector<tuner::TunableParam> BackwardParams() {
@@ -59,13 +58,12 @@ std::vector<tuner::TunableParam> BackwardParams() {
           {"head_groups", {0, 1},
            "dK/dV launch: 0 = every kv head in flight; 1 = kv heads in groups whose Q / dO / dQ working set fits "
            "~32 MiB of L2 (attention_schedule.cuh)"},
-          {"kernel", {0, 1, 2, 3, 4},
+          {"kernel", {0, 1, 2, 3},
            "0: mma.sync (the portable tier, warp_layout picks the kernel); 1: wgmma (AttnBwdWgmma, the Hopper tier: "
            "sm_90a only; one warpgroup per 64 kv rows, block_m 64 or 128, dq_mode 0, warp_layout 1); 2: "
            "warp-specialised (AttnBwdTma, sm_90a only: a producer warpgroup loads K, V, Q, dO with the bulk tensor "
            "copy engine, two consumer warpgroups of 64 kv rows; block_m 64, block_n 128, head_dim 128); 3: as 2 with "
-           "each item's dQ tile staged in shared memory and added to the accumulator by one bulk reduce-add; 4: as 3 "
-           "with each product's wgmma descriptors stepped from its first k-step's (one add a product)"}};
+           "each item's dQ tile staged in shared memory and added to the accumulator by one bulk reduce-add"}};
 }
 
 int BackwardHeadsPerGroup(const tuner::Config& c, const ProblemSpec& p) {
@@ -105,7 +103,7 @@ std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
   if (c.size() != 4 + (c.count("kernel") ? 1u : 0u))
     return "forward config needs exactly block_m, block_n, warps, stages (and optionally kernel)";
   const int kernel = Get(c, "kernel");
-  if (kernel < 0 || kernel > 6) return "kernel must be 0 .. 6";
+  if (kernel < 0 || kernel > 5) return "kernel must be 0 .. 5";
   if ((p.seq_kv + bn - 1) / bn > dflash_attn::kMaxTiles) return "seq_kv exceeds the tile-class table (" + std::to_string(dflash_attn::kMaxTiles) + " kv tiles)";
   if (IsHopperTier(c)) {
     if (w != 4) return "the wgmma kernel has one warpgroup per 64 query rows: warps must be 4";
@@ -118,7 +116,7 @@ std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
              std::to_string(dflash_attn::kTmaFwdBlockM);
     if (IsWarpSpecialisedForward(c) && st != 2 && st != 3) return "the warp-specialised kernel takes stages 2 or 3";
     // Per thread: O (head_dim / 2 fp32), S (block_n / 2; twice with kernel 2), P (block_n / 4 bf16 pairs; twice with
-    // kernels 4 to 6).
+    // kernels 4 and 5).
     const int regs = static_cast<int>(p.head_dim) / 2 + (kernel == 2 ? 2 : 1) * bn / 2 + (kernel >= 4 ? 2 : 1) * bn / 4;
     if (regs > 224) return "accumulators need " + std::to_string(regs) + " registers per thread (> 224): would spill";
     if (ForwardSmemBytes(c, p) > 227 * 1024) return "shared memory exceeds 227 KiB";
@@ -132,14 +130,6 @@ std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
   // Register budget: the O accumulator (block_m/warps x head_dim fp32 per warp) plus S (block_m/warps x block_n).
   const int acc_per_thread = (bm / w) * static_cast<int>(p.head_dim) / 32 + (bm / w) * bn / 32;
   if (acc_per_thread > 192) return "accumulators need " + std::to_string(acc_per_thread) + " registers per thread (> 192): would spill";
-  return "";
-}
-
-std::string UnmeasuredReason(const tuner::Config& c, Direction dir) {
-  if (dir == Direction::kForward && Get(c, "kernel") == 6)
-    return "not yet measured: forward kernel 6 (kernel 5 with stepped descriptors) has not run on a GPU";
-  if (dir == Direction::kBackward && Get(c, "kernel") == 4)
-    return "not yet measured: backward kernel 4 (kernel 3 with stepped descriptors) has not run on a GPU";
   return "";
 }
 
@@ -158,7 +148,7 @@ std::string BackwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) 
   if (dq != 0 && dq != 1) return "dq_mode must be 0 or 1";
   if (layout != 1 && layout != 2) return "warp_layout must be 1 or 2";
   if (Get(c, "head_groups") != 0 && Get(c, "head_groups") != 1) return "head_groups must be 0 or 1";
-  if (Get(c, "kernel") < 0 || Get(c, "kernel") > 4) return "backward kernel must be 0 .. 4";
+  if (Get(c, "kernel") < 0 || Get(c, "kernel") > 3) return "backward kernel must be 0 .. 3";
   if (IsHopperTier(c)) {
     if (bm != 64 && bm != 128) return "the wgmma backward needs block_m 64 or 128";
     if (dq != 0) return "the wgmma backward accumulates dQ with atomics (dq_mode 0)";
@@ -191,8 +181,7 @@ std::vector<KernelLaunch> ForwardLaunches(const tuner::Config& c, const ProblemS
   const int d = static_cast<int>(p.head_dim);
   KernelLaunch k;
   if (IsWarpSpecialisedForward(c)) {
-    k.name_expression = Get(c, "kernel") == 6 ? Expr("AttnFwdTma", {d, bn, st, 2, p.compiled_mask(), 1})
-                                              : Expr("AttnFwdTma", {d, bn, st, Get(c, "kernel") - 3, p.compiled_mask()});
+    k.name_expression = Expr("AttnFwdTma", {d, bn, st, Get(c, "kernel") - 3, p.compiled_mask()});
     k.threads = dflash_attn::kTmaFwdThreads;
     k.tensor_maps = true;
   } else if (IsHopperTier(c)) {
@@ -223,9 +212,8 @@ std::vector<KernelLaunch> BackwardLaunches(const tuner::Config& c, const Problem
   KernelLaunch kv;
   kv.threads = static_cast<unsigned>(bn / 16 * 32);  // AttnBwdWgmma too: one warpgroup per 64 kv rows
   if (IsWarpSpecialisedBackward(c)) {
-    const bool bulk_dq = Get(c, "kernel") >= 3;
-    kv.name_expression = Get(c, "kernel") == 4 ? Expr("AttnBwdTma", {d, st, bulk_dq, p.compiled_mask(), 1})
-                                               : Expr("AttnBwdTma", {d, st, bulk_dq, p.compiled_mask()});
+    const bool bulk_dq = Get(c, "kernel") == 3;
+    kv.name_expression = Expr("AttnBwdTma", {d, st, bulk_dq, p.compiled_mask()});
     kv.shared_bytes = static_cast<unsigned>(dflash_attn::BwdTmaSmemBytes(d, st, bulk_dq));
     kv.threads = dflash_attn::kTmaBwdThreads;
     kv.tensor_maps = true;

@@ -45,10 +45,6 @@ std::vector<KernelLaunch> BackwardLaunches(const tuner::Config& config, const Pr
 
 std::string ForwardInvalidReason(const tuner::Config& config, const ProblemSpec& bucket);
 std::string BackwardInvalidReason(const tuner::Config& config, const ProblemSpec& bucket);
-// Empty unless the (valid) config is one the tuner should not spend its budget on yet: forward kernel 6 and
-// backward kernel 4 (kernels 5 and 3 with stepped descriptors) were written without a GPU. The API and
-// kernel_bench --config still run them.
-std::string UnmeasuredReason(const tuner::Config& config, Direction dir);
 
 // Kv heads per group of the backward config's dK/dV launch (all of them when head_groups is 0 or absent): the
 // largest divisor of heads_kv whose Q / dO (/ dQ accumulator) rows fit 32 MiB, at least 1.

@@ -13,8 +13,6 @@
 //     warpgroup issues S(t+1), rescales O while it runs (head dim <= 128), issues O += P(t) V(t), waits for S(t+1)
 //     only, masks and exponentiates it into a second P (its row factor is O's next rescale), then waits for the PV.
 //   PIPE 2 (config kernel 5): PIPE 1 with the two consumers issuing their products in turns (ping-pong).
-//   STEPPED (config kernel 6, with PIPE 2): every product's descriptors stepped from its first k-step's (one add a
-//     product; the same words), so a consumer's turn holds fewer instructions.
 // The tiles land in the 128-byte swizzled layout of wgmma.cuh (tma.cuh says why the two agree); rows past the
 // tensor's end are zero-filled by the copy engine.
 // Who may include it: attention_kernels_sm90a.cu (NVRTC, sm_90a only). Thread-safety: n/a (device code).
@@ -33,7 +31,7 @@ struct AttnTmaMaps {
 
 // kTmaFwdBlockM, kTmaFwdThreads: attention_params.cuh (the host follows them).
 
-template <int D, int BN, int STAGES, int PIPE, int MASK, bool STEPPED = false>
+template <int D, int BN, int STAGES, int PIPE, int MASK>
 __global__ void __launch_bounds__(kTmaFwdThreads, 1)
     AttnFwdTma(const __grid_constant__ AttnParams p, const __grid_constant__ AttnTmaMaps maps) {
   constexpr int BM = kTmaFwdBlockM, NT = kTmaFwdThreads;
@@ -41,7 +39,6 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
   static_assert(BN == 64 || BN == 128, "kv tile of 64 or 128 rows (the S product's N)");
   static_assert(STAGES >= 2 && STAGES <= 4, "two to four kv buffers");
   static_assert(PIPE >= 0 && PIPE <= 2, "PIPE 0, 1 or 2");
-  static_assert(!STEPPED || PIPE == 2, "stepped descriptors with the ping-pong pipeline (kernel 6) only");
   constexpr bool kPingPong = PIPE == 2;
   constexpr unsigned kTileBytes = BN * D * 2;
 
@@ -148,7 +145,7 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
     float s[BN / 2];
     if (t < nkt) {  // S and P of the first tile (O is still zero: nothing to rescale)
       mbarrier_wait(bar_full_k(stage), phase);
-      IssueQkT<D, BM, BN, STEPPED>(s, q_addr, cwg, k_addr + stage * kTileBytes);
+      IssueQkT<D, BM, BN>(s, q_addr, cwg, k_addr + stage * kTileBytes);
       wgmma_wait_group<0>();
       wgmma_fence_operand(s);
       if (lane == 0) mbarrier_arrive(bar_empty_k(stage));
@@ -178,13 +175,13 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
       const unsigned nphase = nstage == 0 ? phase ^ 1 : phase;
       mbarrier_wait(bar_full_k(nstage), nphase);
       if (kPingPong) named_barrier_sync(1 + cwg, 256);
-      IssueQkT<D, BM, BN, STEPPED>(s, q_addr, cwg, k_addr + nstage * kTileBytes);  // S(tn) first, then this PV
+      IssueQkT<D, BM, BN>(s, q_addr, cwg, k_addr + nstage * kTileBytes);  // S(tn) first, then this tile's PV
       if constexpr (kRescaleUnderS) {
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) RescaleRow<D>(o, hr, alpha[hr]);  // the rescale P(t) was computed against
       }
       mbarrier_wait(bar_full_v(stage), phase);
-      IssuePv<D, BN, STEPPED>(o, p_cur, v_addr + stage * kTileBytes);
+      IssuePv<D, BN>(o, p_cur, v_addr + stage * kTileBytes);
       if (kPingPong) named_barrier_arrive(2 - cwg, 256);
       wgmma_wait_group<1>();  // S(tn) is done; PV(t) may still run while it is exponentiated
       wgmma_fence_operand(s);
@@ -220,8 +217,8 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) RescaleRow<D>(o, hr, alpha[hr]);
       }
-      if (in_pk) IssuePv<D, BN, STEPPED>(o, pk, v_addr + stage * kTileBytes);
-      else IssuePv<D, BN, STEPPED>(o, pn, v_addr + stage * kTileBytes);
+      if (in_pk) IssuePv<D, BN>(o, pk, v_addr + stage * kTileBytes);
+      else IssuePv<D, BN>(o, pn, v_addr + stage * kTileBytes);
       wgmma_wait_group<0>();
       wgmma_fence_operand(o);
       wgmma_fence_operand(pk);

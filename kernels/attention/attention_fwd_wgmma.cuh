@@ -87,23 +87,22 @@ __device__ __forceinline__ void SoftmaxStep(const float (&s)[BN / 2], float (&o)
   for (int hr = 0; hr < 2; ++hr) RescaleRow<D>(o, hr, SoftmaxRow<BN>(s, hr, mrow, lrow, pk, scale_log2));
 }
 
-// Issues (and commits) S = Q K^T for the warpgroup's 64 rows of the swizzled Q tile (BM rows) and the kv tile at cK;
-// STEPPED: descriptors stepped from the first k-step's (wgmma_desc_k_major_at).
-template <int D, int BM, int BN, bool STEPPED = false>
+// Issues (and commits) S = Q K^T for the warpgroup's 64 rows of the swizzled Q tile (BM rows) and the kv tile at cK.
+template <int D, int BM, int BN>
 __device__ __forceinline__ void IssueQkT(float (&s)[BN / 2], unsigned q_addr, int wg, unsigned cK) {
   wgmma_fence();
-  WgmmaSSKMajor<BN, BM, D / 16, STEPPED>(s, q_addr, wg * 64, cK);
+  WgmmaSSKMajor<BN, BM, D / 16>(s, q_addr, wg * 64, cK);
   wgmma_commit_group();
 }
 
-// Issues (and commits) O += P V with P from registers and the V tile at cV (MN-major); STEPPED as IssueQkT.
-template <int D, int BN, bool STEPPED = false>
+// Issues (and commits) O += P V with P from registers and the V tile at cV (MN-major).
+template <int D, int BN>
 __device__ __forceinline__ void IssuePv(float (&o)[D / 2], const unsigned (&pk)[BN / 8][2], unsigned cV) {
   wgmma_fence();  // o and pk were written by ordinary instructions
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk) {
     const unsigned a[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
-    WgmmaRS<D>::template Run<1>(o, a, wgmma_desc_mn_major_at<BN, STEPPED>(cV, kk), 1);
+    WgmmaRS<D>::template Run<1>(o, a, wgmma_desc_mn_major<BN>(cV, kk), 1);
   }
   wgmma_commit_group();
 }

@@ -70,9 +70,11 @@ __host__ __device__ __forceinline__ constexpr unsigned long long wgmma_desc_mn_m
 }
 // k-step kk's descriptor of a product's operand, STEPPED: k-step 0's descriptor plus one add (written per k-step,
 // the compiler builds the base once for a product's unrolled k-steps; the same words, tests/kernels/
-// wgmma_desc_test.cc), or built afresh (the form the measured kernels were tuned with). Where a stepped base lives
-// is the caller's choice: hoisted out of a loop it holds registers across it (the attention backward's consumers,
-// at 240 registers, spilled when every descriptor was stepped with the K / V bases loop-invariant).
+// wgmma_desc_test.cc), or built afresh. The gdn wgmma pass steps its descriptors; attention builds them afresh
+// (stepped, its kernels issued ~20-30 % fewer instructions and ran no faster: kernels/attention/NOTES.md). Where a
+// stepped base lives is the caller's choice: hoisted out of a loop it holds registers across it (the attention
+// backward's consumers, at 240 registers, spilled when every descriptor was stepped with the K / V bases
+// loop-invariant).
 template <int ROWS, bool STEPPED>
 __host__ __device__ __forceinline__ constexpr unsigned long long wgmma_desc_k_major_at(unsigned tile, int row0,
                                                                                        int kk) {
@@ -202,14 +204,13 @@ struct WgmmaRS<256> {
 
 // d = A B over K = 16 KSTEPS with both operands K-major in swizzled tiles (the reduction dim along the rows): A =
 // rows [a_row0, a_row0 + 64) of an [A_ROWS x K] tile, B = all N rows of an [N x K] tile; the first step overwrites
-// d; STEPPED: descriptors stepped from k-step 0's (wgmma_desc_k_major_at). Issues the products only: the caller
-// fences before and commits after.
-template <int N, int A_ROWS, int KSTEPS, bool STEPPED = false>
+// d. Issues the products only: the caller fences before and commits after.
+template <int N, int A_ROWS, int KSTEPS>
 __device__ __forceinline__ void WgmmaSSKMajor(float (&d)[N / 2], unsigned a_tile, int a_row0, unsigned b_tile) {
 #pragma unroll
   for (int kk = 0; kk < KSTEPS; ++kk)
-    WgmmaSS<N>::template Run<0>(d, wgmma_desc_k_major_at<A_ROWS, STEPPED>(a_tile, a_row0, kk),
-                                wgmma_desc_k_major_at<N, STEPPED>(b_tile, 0, kk), kk > 0);
+    WgmmaSS<N>::template Run<0>(d, wgmma_desc_k_major<A_ROWS>(a_tile, a_row0, kk), wgmma_desc_k_major<N>(b_tile, 0, kk),
+                                kk > 0);
 }
 
 }  // namespace dflash_ptx

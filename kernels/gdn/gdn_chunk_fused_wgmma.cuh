@@ -1,7 +1,7 @@
 // The fused state + output pass of the chunked gated delta rule on Hopper's wgmma (sm_90a only), with its copies
 // issued by the warpgroup itself: the same results as gdn_chunk_fused, computed transposed, so that the state never
 // leaves the warpgroup's registers and no product stages a fragment through shared memory:
-//   S^T     = h^T W^T,  O^T = fq (.) h^T q^T    A = h^T (bf16, straight from the fp32 accumulator), B = W, q
+//   [S^T | O^T] = h^T [W; q]^T (O^T's columns times fq)   A = h^T (bf16, straight from the fp32 accumulator)
 //   V_new^T = U^T - S^T (token columns >= len zero)
 //   O^T    += V_new^T P^T                       A = V_new^T (registers), B = P
 //   h^T     = exp(gamma_last) h^T + (fk (.) V_new^T) k     A = registers, B = k (MN-major)
@@ -12,14 +12,10 @@
 // accumulator of an m64n128 product, 64 fp32 registers a thread, d[4 j + e] = h^T[v][k] = h[k][col0 + v],
 // v = 16 warp + g + 8 (e / 2), k = 8 j + 2 c + e % 2 (g = lane / 4, c = lane % 4). W, q, k, the U slice and P of a
 // chunk are loaded with cp.async into the 128-byte swizzled layout (sw128_copy.cuh), the row factors beside them,
-// two stages: chunk n+1's operands are issued when chunk n starts. O^T goes through a small padded tile to
-// row-contiguous stores.
-// FORM, the chunk step (gdn_config.h's wgmma_step): 0: S^T and O^T as two m64nC products over W's and q's tiles,
-// issued after the next chunk's copies and before h's decay; 1: W and q land in one [2C x 128] tile (W's rows, then
-// q's), so S^T and O^T come from one m64n(2C) product (8 HGMMA of n = 2C a chunk instead of 16 of n = C; the
-// accumulator's columns C .. 2C-1 are O^T's), every product's descriptors stepped from its k-step 0's (one add a
-// product, wgmma_desc_*_at); 2: form 1 with the next chunk's copies and h's decay issued behind that product (h^T
-// is not its operand: A is h^T's bf16 copy), so they run while it is on the tensor cores.
+// two stages: chunk n+1's operands are issued when chunk n starts. W and q land in one [2C x 128] tile (W's rows,
+// then q's), so S^T and O^T come from one m64n(2C) product: 8 HGMMA of n = 2C a chunk, not 16 of n = C; the
+// accumulator's columns C .. 2C-1 are O^T's. Every product's descriptors are stepped from its k-step 0's (one add
+// a k-step, wgmma_desc_*_at). O^T goes through a small padded tile to row-contiguous stores.
 // h0 / ht: each thread reads and writes the same state elements (its accumulator's), so the pieces path's in-place
 // h0 == ht stays correct here too.
 // Who may call: hosts launching grid (128 / 64, HV, num_segments), block 128, dynamic shared
@@ -57,7 +53,7 @@ __device__ __forceinline__ void StoreStateT(const float (&hT)[kDim / 2], float* 
   }
 }
 
-template <int C, int FORM>
+template <int C>
 __global__ void __launch_bounds__(128, 1)
     gdn_chunk_fused_wgmma(const bf16* __restrict__ q, long long q_st, long long q_sh, const bf16* __restrict__ k,
                           long long k_st, long long k_sh, int H, const bf16* __restrict__ w, const bf16* __restrict__ u,
@@ -67,8 +63,6 @@ __global__ void __launch_bounds__(128, 1)
                           const float* __restrict__ h0, float* __restrict__ ht, bf16* __restrict__ o, long long o_st,
                           long long o_sh) {
   static_assert(C == 32 || C == 64, "chunks of 32 or 64 rows");
-  static_assert(FORM >= 0 && FORM <= 2, "chunk step forms 0, 1, 2");
-  constexpr bool STACKED_WQ = FORM >= 1, LATE_ISSUE = FORM == 2;
   constexpr int NT = 128, BV = kWgmmaBv, LDO = PadBf16Cols(BV);
   constexpr int kKSteps = kDim / 16, kCSteps = C / 16;
   constexpr unsigned kOpBytes = C * kDim * 2, kNarrowBytes = C * 128;  // [C x 128] tiles; U, P: [C x 64]
@@ -76,9 +70,8 @@ __global__ void __launch_bounds__(128, 1)
   extern __shared__ __align__(1024) unsigned char smem[];  // swizzled tiles start 1024-byte aligned
   const unsigned base = smem_addr(smem);
   auto w_at = [&](int s) { return base + s * kStageBytes; };
-  // q's tile, or (STACKED_WQ) q's band of rows C .. 2C-1 in W's [2C x 128] tile
-  auto q_at = [&](int s) { return base + s * kStageBytes + (STACKED_WQ ? C * 128 : kOpBytes); };
-  constexpr int kWqRows = STACKED_WQ ? 2 * C : C;  // rows of the tile W and q are copied into
+  auto q_at = [&](int s) { return base + s * kStageBytes + C * 128; };  // q's band: rows C .. 2C-1 of W's tile
+  constexpr int kWqRows = 2 * C;                                          // rows of the tile W and q land in
   auto k_at = [&](int s) { return base + s * kStageBytes + 2 * kOpBytes; };
   auto u_at = [&](int s) { return base + s * kStageBytes + 3 * kOpBytes; };
   auto p_at = [&](int s) { return base + s * kStageBytes + 3 * kOpBytes + kNarrowBytes; };
@@ -134,17 +127,10 @@ __global__ void __launch_bounds__(128, 1)
     cp_async_wait_group<0>();
     fence_proxy_async_shared();  // this thread's landed copies, before the async proxy (wgmma) reads them
     __syncthreads();             // every thread's copies; nobody reads the other stage (chunk n-1) or os any more
-    auto issue_next = [&]() {
-      if (t + C < seg.y) {
-        issue(t + C, chunk_len(t + C), chunk + 1, stage ^ 1);
-        g_last = gcum[((t + 2 * C < seg.y ? t + 2 * C : seg.y) - 1) * HV + hv];
-      }
-    };
-    auto decay_h = [&]() {
-#pragma unroll
-      for (int i = 0; i < kDim / 2; ++i) hT[i] *= decay;
-    };
-    if constexpr (!LATE_ISSUE) issue_next();
+    if (t + C < seg.y) {
+      issue(t + C, chunk_len(t + C), chunk + 1, stage ^ 1);
+      g_last = gcum[((t + 2 * C < seg.y ? t + 2 * C : seg.y) - 1) * HV + hv];
+    }
     // h^T as the A operand (bf16), k-step kk: the accumulator's columns 16 kk .. 16 kk + 15.
     unsigned ha[kKSteps][4];
 #pragma unroll
@@ -153,26 +139,13 @@ __global__ void __launch_bounds__(128, 1)
       for (int i = 0; i < 4; ++i) ha[kk][i] = pack_bf16x2(hT[8 * kk + 2 * i], hT[8 * kk + 2 * i + 1]);
     }
     float s[C / 2], oT[C / 2];
-    [[maybe_unused]] float so[STACKED_WQ ? C : 1];  // STACKED_WQ: S^T's token columns, then O^T's
+    float so[C];  // S^T's token columns, then O^T's
     wgmma_fence();
-    if constexpr (STACKED_WQ) {
 #pragma unroll
-      for (int kk = 0; kk < kKSteps; ++kk)
-        WgmmaRS<2 * C>::template Run<0>(so, ha[kk], wgmma_desc_k_major_at<2 * C, true>(w_at(stage), 0, kk), kk > 0);
-    } else {
-#pragma unroll
-      for (int kk = 0; kk < kKSteps; ++kk)
-        WgmmaRS<C>::template Run<0>(s, ha[kk], wgmma_desc_k_major<C>(w_at(stage), 0, kk), kk > 0);
-#pragma unroll
-      for (int kk = 0; kk < kKSteps; ++kk)
-        WgmmaRS<C>::template Run<0>(oT, ha[kk], wgmma_desc_k_major<C>(q_at(stage), 0, kk), kk > 0);
-    }
+    for (int kk = 0; kk < kKSteps; ++kk)
+      WgmmaRS<2 * C>::template Run<0>(so, ha[kk], wgmma_desc_k_major_at<2 * C, true>(w_at(stage), 0, kk), kk > 0);
     wgmma_commit_group();
     wgmma_fence_operand(ha);
-    if constexpr (LATE_ISSUE) {  // while the product runs: h^T is not its operand (A is ha)
-      issue_next();
-      decay_h();
-    }
     // U^T in the accumulator layout of s (v = v_lo + 8 (e / 2), token 8 j + 2 c + e % 2): at C 32 read while the
     // products run; at C 64 after them (read early, its 32 more live registers spill: 255 used).
     const unsigned char* us = stage_ptr + stage * kStageBytes + 3 * kOpBytes;
@@ -190,14 +163,9 @@ __global__ void __launch_bounds__(128, 1)
     if constexpr (C == 32) read_u();
     wgmma_wait_group<0>();
     if constexpr (C != 32) read_u();
-    if constexpr (STACKED_WQ) {
-      wgmma_fence_operand(so);
+    wgmma_fence_operand(so);
 #pragma unroll
-      for (int i = 0; i < C / 2; ++i) s[i] = so[i], oT[i] = so[C / 2 + i];  // d[4 j + e]: column 8 j + 2 c + e % 2
-    } else {
-      wgmma_fence_operand(s);
-      wgmma_fence_operand(oT);
-    }
+    for (int i = 0; i < C / 2; ++i) s[i] = so[i], oT[i] = so[C / 2 + i];  // d[4 j + e]: column 8 j + 2 c + e % 2
     const float2* rsc = rs + stage * C;  // this chunk's {fq, fk} by token (zero past len)
     // O^T's token column t times fq_t (the accumulator layout: token 8 j + 2 c + e % 2).
 #pragma unroll
@@ -219,14 +187,15 @@ __global__ void __launch_bounds__(128, 1)
         vk[kk][i] = pack_bf16x2(n0 * rsc[tk].y, n1 * rsc[tk + 1].y);
       }
     }
-    if constexpr (!LATE_ISSUE) decay_h();
+#pragma unroll
+    for (int i = 0; i < kDim / 2; ++i) hT[i] *= decay;
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kCSteps; ++kk)
-      WgmmaRS<C>::template Run<0>(oT, va[kk], wgmma_desc_k_major_at<C, STACKED_WQ>(p_at(stage), 0, kk), 1);
+      WgmmaRS<C>::template Run<0>(oT, va[kk], wgmma_desc_k_major_at<C, true>(p_at(stage), 0, kk), 1);
 #pragma unroll
     for (int kk = 0; kk < kCSteps; ++kk)
-      WgmmaRS<kDim>::template Run<1>(hT, vk[kk], wgmma_desc_mn_major_at<C, STACKED_WQ>(k_at(stage), kk), 1);
+      WgmmaRS<kDim>::template Run<1>(hT, vk[kk], wgmma_desc_mn_major_at<C, true>(k_at(stage), kk), 1);
     wgmma_commit_group();
     wgmma_fence_operand(va);
     wgmma_fence_operand(vk);

@@ -21,9 +21,6 @@ std::vector<tuner::TunableParam> Params() {
        "0: prep, then the state pass; else chunks per piece: prep of piece i+1 overlaps the state pass of piece i"},
       {"prep_heads", {0, 1},
        "0: prep per (chunk, value head); 1: per (chunk, key head), q and k's products once (wgmma pass, chunk 32)"},
-      {"wgmma_step", {0, 1, 2},
-       "wgmma pass's chunk step: 0: S and O as two m64nC products; 1: W and q in one tile, S and O from one "
-       "m64n(2C) product; 2: 1 with the next copies and h's decay behind that product"},
   };
 }
 
@@ -39,13 +36,6 @@ std::string GeometryInvalidReason(const tuner::Config& config) {
   }
   if (config.at("prep_heads") == 1 && (!IsHopperTier(config) || config.at("chunk") != 32)) {
     return "prep_heads 1 (prep per key head) writes the wgmma pass's operands (fused 3) at chunk 32 only";
-  }
-  if (config.at("wgmma_step") > 0 && !IsHopperTier(config)) {
-    return "wgmma_step " + std::to_string(config.at("wgmma_step")) +
-           " is a chunk step of the wgmma pass (fused 3) only";
-  }
-  if (config.at("wgmma_step") == 2 && config.at("chunk") != 32) {
-    return "wgmma_step 2 runs chunk 32 only: at chunk 64 the copies behind the product spill (NVRTC, sm_90a)";
   }
   if (config.at("piece_chunks") > 0 && (config.at("fused") == 0 || config.at("segment_chunks") > 0)) {
     return "piece_chunks needs the fused kernel and the sequential state pass (fused > 0, segment_chunks 0)";
@@ -68,10 +58,6 @@ std::string ArchInvalidReason(const tuner::Config& config, std::string_view arch
 }
 
 std::string DominatedReason(const tuner::Config& config) {
-  if (config.at("wgmma_step") > 0) {
-    return "not yet measured: the wgmma pass's chunk step " + std::to_string(config.at("wgmma_step")) +
-           " (S and O from one stacked product) has not run on a GPU";
-  }
   if (config.at("fused") == 0) {
     return "dominated: fused 0 (separate state and output kernels) is slower than the fused kernel";
   }
@@ -98,7 +84,6 @@ Result<Geometry> GeometryOf(const tuner::Config& config) {
   g.fused = static_cast<int>(config.at("fused"));
   g.piece_chunks = static_cast<int>(config.at("piece_chunks"));
   g.prep_heads = static_cast<int>(config.at("prep_heads"));
-  g.wgmma_step = static_cast<int>(config.at("wgmma_step"));
   return g;
 }
 
@@ -107,7 +92,7 @@ bool Geometry::IsWgmmaPass() const { return IsWgmmaFused(fused); }
 tuner::Config ConfigOf(const Geometry& g) {
   return {{"chunk", g.chunk}, {"state_bv", g.state_bv}, {"out_bv", g.out_bv}, {"warps", g.warps},
           {"segment_chunks", g.segment_chunks}, {"fused", g.fused}, {"piece_chunks", g.piece_chunks},
-          {"prep_heads", g.prep_heads}, {"wgmma_step", g.wgmma_step}};
+          {"prep_heads", g.prep_heads}};
 }
 
 KernelNames KernelNamesOf(const Geometry& g) {
@@ -120,7 +105,7 @@ KernelNames KernelNamesOf(const Geometry& g) {
   n.transfer = "gdn::gdn_chunk_state<" + c + ", " + s + ", " + w + ", true>";
   n.combine = "gdn::gdn_state_combine<" + s + ">";
   if (g.fused == kFusedWgmma) {
-    n.fused = "gdn::gdn_chunk_fused_wgmma<" + c + ", " + std::to_string(g.wgmma_step) + ">";
+    n.fused = "gdn::gdn_chunk_fused_wgmma<" + c + ">";
   } else if (g.fused) {
     n.fused = "gdn::gdn_chunk_fused<" + c + ", " + s + ", " + w + ", " + std::to_string(g.fused) + ">";
   } else {

@@ -14,9 +14,6 @@
 //   prep_heads      0: prep one block per (chunk, value head) (gdn_chunk_prep); 1: per (chunk, key head), looping
 //                   over its value heads with q, k, their norms and products taken once (gdn_chunk_prep_key; the
 //                   wgmma pass's operands only, chunk 32)
-//   wgmma_step      the wgmma pass's chunk step (fused 3 only; gdn_chunk_fused_wgmma's FORM): 0: S and O as two
-//                   m64nC products; 1: W and q copied into one [2C x 128] tile, S and O from one m64n(2C) product
-//                   (half the HGMMA); 2: form 1 with the next chunk's copies and h's decay issued behind that product
 //   piece_chunks    0: prep over the whole call, then the fused state pass; else every sequence is cut into pieces
 //                   of this many chunks, prep of piece i+1 runs on the caller's stream while the fused pass of
 //                   piece i runs on a second, higher-priority stream (StreamFork) from piece i-1's final state;
@@ -45,7 +42,6 @@ struct Geometry {
   int fused = 0;
   int piece_chunks = 0;
   int prep_heads = 0;
-  int wgmma_step = 0;
   unsigned threads() const { return static_cast<unsigned>(warps) * 32u; }  // prep, state, output, transfer
   bool IsWgmmaPass() const;
 };

@@ -35,7 +35,6 @@ class GdnFamily final : public kernels::SpecFamily<ProblemSpec> {
     g.segment_chunks = get("segment_chunks", 0);
     g.fused = get("fused", 0);  // piece_chunks changes no code
     g.prep_heads = get("prep_heads", 0);
-    g.wgmma_step = get("wgmma_step", 0);
     spec.name_expressions = KernelNamesOf(g).All();
     return spec;
   }

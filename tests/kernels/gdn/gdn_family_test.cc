@@ -45,8 +45,8 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
   EXPECT_EQ(f.name(), "gdn");
   const tuner::Problem bucket = *f.Bucket(MakeProblem(16, 48, 8192));
   std::set<std::string> expressions;
-  std::size_t valid = 0, fused_duplicates = 0, hopper_shapes = 0, key_prep = 0, step_elsewhere = 0, late_chunk = 0,
-              unpieceable = 0, dominated = 0, unmeasured = 0, hopper = 0;
+  std::size_t valid = 0, fused_duplicates = 0, hopper_shapes = 0, key_prep = 0, unpieceable = 0, dominated = 0,
+              hopper = 0;
   for (const tuner::Config& c : tuner::EnumerateSpace(f)) {
     const std::string why = f.InvalidReason(c, bucket);
     if (c.at("fused") > 0 && c.at("out_bv") != kFusedOutBv) {
@@ -58,19 +58,9 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
     } else if (c.at("prep_heads") == 1 && (c.at("fused") < 3 || c.at("chunk") != 32)) {
       EXPECT_NE(why.find("prep_heads 1"), std::string::npos) << why;
       ++key_prep;
-    } else if (c.at("wgmma_step") > 0 && c.at("fused") != 3) {
-      EXPECT_NE(why.find("is a chunk step of the wgmma pass"), std::string::npos) << why;
-      ++step_elsewhere;
-    } else if (c.at("wgmma_step") == 2 && c.at("chunk") != 32) {
-      EXPECT_NE(why.find("runs chunk 32 only"), std::string::npos) << why;
-      ++late_chunk;
     } else if (c.at("piece_chunks") > 0 && (c.at("fused") == 0 || c.at("segment_chunks") > 0)) {
       EXPECT_NE(why.find("piece_chunks needs the fused kernel"), std::string::npos) << why;
       ++unpieceable;
-    } else if (c.at("wgmma_step") > 0) {  // not yet run on a GPU: the tuner leaves them out
-      EXPECT_EQ(why.rfind("not yet measured: ", 0), 0u) << why;
-      EXPECT_EQ(GeometryInvalidReason(c), "") << "the API runs it";
-      ++unmeasured;
     } else if (c.at("fused") == 0 || c.at("chunk") == 64 || c.at("segment_chunks") == 8 ||
                c.at("segment_chunks") == 16) {
       EXPECT_EQ(why.rfind("dominated: ", 0), 0u) << why;
@@ -109,26 +99,17 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
   // (2 of its 3 values are duplicates: n x 3 / 4 x 2 / 3); the wgmma pass (fused 3) has one state_bv and one warps
   // value of the 6 pairs (its configs with out_bv 64: n x 1 / 4 x 1 / 3 x 5 / 6); prep per key head feeds the wgmma
   // pass at chunk 32 only (fused 0: 2 x 3 x 3 x 2 x 4 x 2 = 288, fused 1, 2: 2 x 3 x 2 x 4 x 2 x 2 = 192, fused 3
-  // at chunk 64: 4 segments x 2 pieces = 8; each with the 3 wgmma_step values); wgmma_step 1 and 2 are chunk steps of
-  // the wgmma pass only (each, with prep per value head: fused 0: 2 x 3 x 3 x 2 x 4 x 2 = 288, fused 1, 2: 2 x 2 x
-  // 3 x 2 x 4 x 2 = 192).
+  // at chunk 64: 4 segments x 2 pieces = 8).
   const std::size_t n = tuner::EnumerateSpace(f).size();
-  EXPECT_EQ(n, 6912u);
+  EXPECT_EQ(n, 2304u);
   EXPECT_EQ(fused_duplicates, n / 2);
   EXPECT_EQ(hopper_shapes, n * 5 / 72);
-  EXPECT_EQ(key_prep, 3u * (288u + 192u + 8u));
-  EXPECT_EQ(step_elsewhere, 2u * (288u + 192u));
-  EXPECT_EQ(late_chunk, 8u) << "wgmma_step 2 at chunk 64: 4 segments x 2 pieces";
+  EXPECT_EQ(key_prep, 288u + 192u + 8u);
   // pieces (piece_chunks 64) with fused 0 (2 chunks x 3 state_bv x 3 out_bv x 2 warps x 4 segments = 144) or a split
   // pass (fused 1, 2: 2 x 3 x 2 x 3 segments x 2 = 72; fused 3: 2 chunks x 3 segments = 6, and with prep per key
-  // head at chunk 32: 3; the wgmma pass's 9 again with wgmma_step 1, its 6 at chunk 32 with 2).
-  EXPECT_EQ(unpieceable, 144u + 72u + 6u + 3u + 9u + 6u);
-  // The wgmma pass with chunk steps 1 and 2, every geometry the checks above let through (dominated ones too): chunk
-  // 32: 4 segment values x 2 pieces x 2 preps, less the 6 split passes with pieces; chunk 64 (step 1, prep per value
-  // head): 4 x 2 less 3.
-  EXPECT_EQ(unmeasured, 2u * 10u + 5u);
-  EXPECT_EQ(valid,
-            n - fused_duplicates - hopper_shapes - key_prep - step_elsewhere - late_chunk - unpieceable - unmeasured - dominated);
+  // head at chunk 32: 3).
+  EXPECT_EQ(unpieceable, 144u + 72u + 6u + 3u);
+  EXPECT_EQ(valid, n - fused_duplicates - hopper_shapes - key_prep - unpieceable - dominated);
   EXPECT_EQ(valid, 42u) << "chunk 32 only: 2 stages x 3 state_bv x 2 warps, and the wgmma pass (one shape) with "
                            "prep per value or key head, each with pieces of 0 or 64 chunks and the sequential pass, "
                            "or segments of 32 chunks";
@@ -156,8 +137,7 @@ TEST(GdnConfig, EachKernelIsPrunedAtItsOwnLaunchShape) {
   // The split pass at 8 warps: 256-thread prep, transfer and fused kernels beside the 128-thread combine and the
   // 64-thread recurrent one; each is checked (registers, shared memory) at the shape it is launched with.
   const tuner::Config split{{"chunk", 32}, {"state_bv", 64}, {"out_bv", 64}, {"warps", 8}, {"segment_chunks", 32},
-                            {"fused", 2}, {"piece_chunks", 0}, {"prep_heads", 0},
-                            {"wgmma_step", 0}};
+                            {"fused", 2}, {"piece_chunks", 0}, {"prep_heads", 0}};
   const KernelNames n = KernelNamesOf(*GeometryOf(split));
   EXPECT_EQ(f.BlockShapeOf(split, bucket).threads, 256u);
   EXPECT_EQ(f.KernelBlockShape(split, bucket, n.fused).threads, 256u);

@@ -112,16 +112,6 @@ TEST_F(GdnGpu, VariantsMatchTheFloat64ReferenceOnPackedAndSingleSequences) {
                                     .segment_chunks = seg, .fused = kFusedWgmma, .piece_chunks = pieces,
                                     .prep_heads = 1}));
       }
-    for (int step : {1, 2})  // S and O from one stacked product; the next copies and h's decay behind it
-      for (int chunk : {32, 64})
-        for (int seg : {0, 8})
-          for (int pieces : {0, 64}) {
-            if ((pieces > 0 && (seg > 0 || chunk == 64)) || (step == 2 && chunk == 64)) continue;
-            configs.push_back(ConfigOf({.chunk = chunk, .state_bv = ::gdn::kWgmmaBv, .out_bv = kFusedOutBv,
-                                        .warps = 4, .segment_chunks = seg, .fused = kFusedWgmma,
-                                        .piece_chunks = pieces, .prep_heads = chunk == 32 ? 1 : 0,
-                                        .wgmma_step = step}));
-          }
   }
   tuner::ThreadPool pool(8);
   std::vector<std::future<Result<tuner::CompiledVariant>>> compiled;
