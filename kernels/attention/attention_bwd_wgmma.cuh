@@ -58,7 +58,8 @@ struct BwdDqReduce {
   __device__ __forceinline__ void store(const float (&)[32], int, int) const {}
   __device__ __forceinline__ void release() const {}
 };
-template <int D, int BM, int BN, typename AfterIssue, typename PublishDs, typename DqStage = BwdDqReduce>
+template <int D, int BM, int BN, bool EARLY_ROWS = false, typename AfterIssue, typename PublishDs,
+          typename DqStage = BwdDqReduce>
 __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem& item, int Sq, int wg, int warp,
                                              int lane, int k0, int kv_row, unsigned k_addr, unsigned v_addr, bf16* sdS,
                                              unsigned ds_addr, float (&dk)[D / 2], float (&dv)[D / 2],
@@ -78,13 +79,22 @@ __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem&
   WgmmaSSKMajor<BM, BN, D / 16>(dp, v_addr, wg * 64, do_addr);
   wgmma_commit_group();
   after_issue();  // the walk's next copies (AttnBwdWgmma) or nothing (AttnBwdTma)
+  // EARLY_ROWS: the item's LSE at this thread's query columns read while S^T is on the tensor cores (the wait's
+  // memory clobber keeps them above it), not after it, where the first P^T element waited on its shared load.
+  [[maybe_unused]] float2 lse_early[EARLY_ROWS ? BM / 8 : 1];
+  if constexpr (EARLY_ROWS) {
+#pragma unroll
+    for (int j = 0; j < BM / 8; ++j) lse_early[j] = *reinterpret_cast<const float2*>(item.lse + j * 8 + (lane & 3) * 2);
+  }
   wgmma_wait_group<1>();  // S^T is in; dP^T may still run
   wgmma_fence_operand(s);
   wgmma_fence_operand(dp);
   // P^T = exp2(S^T * scale_log2 - lse) (lse +inf for rows that see nothing: P 0); a partial tile's mask after.
 #pragma unroll
   for (int j = 0; j < BM / 8; ++j) {
-    const float2 ls = *reinterpret_cast<const float2*>(item.lse + j * 8 + (lane & 3) * 2);
+    float2 ls;
+    if constexpr (EARLY_ROWS) ls = lse_early[j];
+    else ls = *reinterpret_cast<const float2*>(item.lse + j * 8 + (lane & 3) * 2);
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[4 * j + e] = ex2_approx_ftz(fmaf(s[4 * j + e], scale_log2, -((e & 1) ? ls.y : ls.x)));
   }
@@ -111,14 +121,24 @@ __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem&
     }
     wgmma_commit_group();
   };
+  [[maybe_unused]] float2 delta_early[EARLY_ROWS ? BM / 8 : 1];  // EARLY_ROWS: delta as LSE above, before dP^T's wait
+  auto read_delta_early = [&]() {
+    if constexpr (EARLY_ROWS) {
+#pragma unroll
+      for (int j = 0; j < BM / 8; ++j)
+        delta_early[j] = *reinterpret_cast<const float2*>(item.delta + j * 8 + (lane & 3) * 2);
+    }
+  };
   if constexpr (kEarlyDv) {
 #pragma unroll
     for (int j = 0; j < BM / 8; ++j)
 #pragma unroll
       for (int hr = 0; hr < 2; ++hr) pk[j][hr] = pack_bf16x2(s[4 * j + 2 * hr], s[4 * j + 2 * hr + 1]);
     issue_dv();
+    read_delta_early();
     wgmma_wait_group<1>();  // dP^T is in; dV may still run
   } else {
+    read_delta_early();
     wgmma_wait_group<0>();
   }
   wgmma_fence_operand(dp);
@@ -126,7 +146,9 @@ __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem&
 #pragma unroll
   for (int j = 0; j < BM / 8; ++j) {
     const int ql = j * 8 + (lane & 3) * 2;
-    const float2 dl = *reinterpret_cast<const float2*>(item.delta + ql);
+    float2 dl;
+    if constexpr (EARLY_ROWS) dl = delta_early[j];
+    else dl = *reinterpret_cast<const float2*>(item.delta + ql);
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
       const float ds0 = s[4 * j + 2 * hr] * (dp[4 * j + 2 * hr] - dl.x);

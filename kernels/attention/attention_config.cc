@@ -58,12 +58,13 @@ std::vector<tuner::TunableParam> BackwardParams() {
           {"head_groups", {0, 1},
            "dK/dV launch: 0 = every kv head in flight; 1 = kv heads in groups whose Q / dO / dQ working set fits "
            "~32 MiB of L2 (attention_schedule.cuh)"},
-          {"kernel", {0, 1, 2, 3},
+          {"kernel", {0, 1, 2, 3, 4},
            "0: mma.sync (the portable tier, warp_layout picks the kernel); 1: wgmma (AttnBwdWgmma, the Hopper tier: "
            "sm_90a only; one warpgroup per 64 kv rows, block_m 64 or 128, dq_mode 0, warp_layout 1); 2: "
            "warp-specialised (AttnBwdTma, sm_90a only: a producer warpgroup loads K, V, Q, dO with the bulk tensor "
            "copy engine, two consumer warpgroups of 64 kv rows; block_m 64, block_n 128, head_dim 128); 3: as 2 with "
-           "each item's dQ tile staged in shared memory and added to the accumulator by one bulk reduce-add"}};
+           "each item's dQ tile staged in shared memory and added to the accumulator by one bulk reduce-add; 4: as 3 "
+           "with the item's LSE and delta read before the waits for S^T and dP^T"}};
 }
 
 int BackwardHeadsPerGroup(const tuner::Config& c, const ProblemSpec& p) {
@@ -133,6 +134,13 @@ std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
   return "";
 }
 
+std::string UnmeasuredReason(const tuner::Config& c, Direction dir) {
+  if (dir == Direction::kBackward && Get(c, "kernel") == 4)
+    return "not yet measured: backward kernel 4 (kernel 3 with the item's rows read before the waits) has not run "
+           "on a GPU";
+  return "";
+}
+
 std::string BackwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
   const int bm = Get(c, "block_m"), bn = Get(c, "block_n"), st = Get(c, "stages"), dq = Get(c, "dq_mode");
   const int layout = WarpLayout(c);
@@ -148,7 +156,7 @@ std::string BackwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) 
   if (dq != 0 && dq != 1) return "dq_mode must be 0 or 1";
   if (layout != 1 && layout != 2) return "warp_layout must be 1 or 2";
   if (Get(c, "head_groups") != 0 && Get(c, "head_groups") != 1) return "head_groups must be 0 or 1";
-  if (Get(c, "kernel") < 0 || Get(c, "kernel") > 3) return "backward kernel must be 0 .. 3";
+  if (Get(c, "kernel") < 0 || Get(c, "kernel") > 4) return "backward kernel must be 0 .. 4";
   if (IsHopperTier(c)) {
     if (bm != 64 && bm != 128) return "the wgmma backward needs block_m 64 or 128";
     if (dq != 0) return "the wgmma backward accumulates dQ with atomics (dq_mode 0)";
@@ -212,8 +220,9 @@ std::vector<KernelLaunch> BackwardLaunches(const tuner::Config& c, const Problem
   KernelLaunch kv;
   kv.threads = static_cast<unsigned>(bn / 16 * 32);  // AttnBwdWgmma too: one warpgroup per 64 kv rows
   if (IsWarpSpecialisedBackward(c)) {
-    const bool bulk_dq = Get(c, "kernel") == 3;
-    kv.name_expression = Expr("AttnBwdTma", {d, st, bulk_dq, p.compiled_mask()});
+    const bool bulk_dq = Get(c, "kernel") >= 3;
+    kv.name_expression = Get(c, "kernel") == 4 ? Expr("AttnBwdTma", {d, st, bulk_dq, p.compiled_mask(), 1})
+                                               : Expr("AttnBwdTma", {d, st, bulk_dq, p.compiled_mask()});
     kv.shared_bytes = static_cast<unsigned>(dflash_attn::BwdTmaSmemBytes(d, st, bulk_dq));
     kv.threads = dflash_attn::kTmaBwdThreads;
     kv.tensor_maps = true;

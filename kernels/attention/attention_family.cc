@@ -102,7 +102,9 @@ class AttentionFamily final : public kernels::SpecFamily<ProblemSpec> {
   Result<ProblemSpec> ParseSpec(const tuner::Problem& problem) const override { return ParseProblem(problem, dir_); }
   tuner::Problem BucketJsonOf(const ProblemSpec& spec) const override { return ToJson(BucketOf(spec)); }
   std::string InvalidReasonFor(const tuner::Config& config, const ProblemSpec& bucket) const override {
-    return dir_ == Direction::kForward ? ForwardInvalidReason(config, bucket) : BackwardInvalidReason(config, bucket);
+    const std::string why = dir_ == Direction::kForward ? ForwardInvalidReason(config, bucket)
+                                                        : BackwardInvalidReason(config, bucket);
+    return why.empty() ? UnmeasuredReason(config, dir_) : why;
   }
   Result<std::unique_ptr<tuner::Workload>> MakeWorkloadFor(const gpu::Context&, const ProblemSpec& spec,
                                                            std::uint64_t seed) const override {
