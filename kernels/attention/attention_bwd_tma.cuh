@@ -14,8 +14,8 @@
 //   BULK_DQ (config kernel 3): instead of 8-byte reductions from every consumer thread, the consumers write the
 //     item's 64 x D fp32 dQ tile into shared memory (BwdDqSmemStage) and warp 2 of the producer warpgroup adds it
 //     to the accumulator with one bulk reduce-add (the rows are contiguous in DqAccumOffset's layout).
-//   EARLY_ROWS (config kernel 4, with BULK_DQ): BwdWgmmaItem reads the item's LSE and delta from shared memory
-//     before the waits for S^T and dP^T, not after them.
+//   EARLY_READS (config kernel 4, with BULK_DQ): BwdWgmmaItem reads the item's LSE and delta from shared memory
+//     and waits for the dQ staging buffer before the waits for the products, not after them.
 // Block shape: kTmaBwdBlockM x kTmaBwdBlockN (attention_params.cuh), head dim 128 (at 64 the dQ split of two
 // warpgroups over one 64-row query tile leaves 32 columns each, less than an m64n64 pass).
 // Who may include it: attention_kernels_sm90a.cu (NVRTC, sm_90a only). Thread-safety: n/a (device code).
@@ -76,7 +76,7 @@ struct BwdTmaItemHeader {
   int h, q0, full, pad;
 };
 
-template <int D, int STAGES, bool BULK_DQ, int MASK, bool EARLY_ROWS = false>
+template <int D, int STAGES, bool BULK_DQ, int MASK, bool EARLY_READS = false>
 __global__ void __launch_bounds__(kTmaBwdThreads, 1)
     AttnBwdTma(const __grid_constant__ AttnParams p, const __grid_constant__ AttnBwdTmaMaps maps) {
   constexpr int BM = kTmaBwdBlockM, BN = kTmaBwdBlockN, NT = kTmaBwdThreads;
@@ -237,8 +237,9 @@ __global__ void __launch_bounds__(kTmaBwdThreads, 1)
     bf16* const ds_tile = sdS + ds * BN * BM;  // dS^T alternates between two tiles (ds = items & 1)
     typename BwdPick<BULK_DQ, BwdDqSmemStage<D>, BwdDqReduce>::type dq_stage{};
     if constexpr (BULK_DQ) dq_stage = BwdDqSmemStage<D>{sdQ, bar_dq_empty, bar_dq_full, items, lane};
-    BwdWgmmaItem<D, BM, BN, EARLY_ROWS>(p, item, Sq, wg, warp, lane, k0, kv_row, k_addr, v_addr, ds_tile, smem_addr(ds_tile), dk,
-                            dv, [] {}, [] { named_barrier_sync(1, 2 * 128); }, dq_stage);
+    BwdWgmmaItem<D, BM, BN, EARLY_READS>(p, item, Sq, wg, warp, lane, k0, kv_row, k_addr, v_addr, ds_tile,
+                                         smem_addr(ds_tile), dk, dv, [] {}, [] { named_barrier_sync(1, 2 * 128); },
+                                         dq_stage);
     if (lane == 0) mbarrier_arrive(bar_empty(stage));  // every product over the buffer is complete
     ds ^= 1;
     if (++stage == STAGES) {

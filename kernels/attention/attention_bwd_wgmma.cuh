@@ -58,7 +58,7 @@ struct BwdDqReduce {
   __device__ __forceinline__ void store(const float (&)[32], int, int) const {}
   __device__ __forceinline__ void release() const {}
 };
-template <int D, int BM, int BN, bool EARLY_ROWS = false, typename AfterIssue, typename PublishDs,
+template <int D, int BM, int BN, bool EARLY_READS = false, typename AfterIssue, typename PublishDs,
           typename DqStage = BwdDqReduce>
 __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem& item, int Sq, int wg, int warp,
                                              int lane, int k0, int kv_row, unsigned k_addr, unsigned v_addr, bf16* sdS,
@@ -79,10 +79,11 @@ __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem&
   WgmmaSSKMajor<BM, BN, D / 16>(dp, v_addr, wg * 64, do_addr);
   wgmma_commit_group();
   after_issue();  // the walk's next copies (AttnBwdWgmma) or nothing (AttnBwdTma)
-  // EARLY_ROWS: the item's LSE at this thread's query columns read while S^T is on the tensor cores (the wait's
-  // memory clobber keeps them above it), not after it, where the first P^T element waited on its shared load.
-  [[maybe_unused]] float2 lse_early[EARLY_ROWS ? BM / 8 : 1];
-  if constexpr (EARLY_ROWS) {
+  // EARLY_READS: the item's LSE at this thread's query columns read while S^T is on the tensor cores (the wait's
+  // memory clobber keeps them above it), not after it, where the first P^T element waited on its shared load;
+  // delta the same way before dP^T's wait, and a staged dQ's buffer wait (acquire) before the first dQ pass's.
+  [[maybe_unused]] float2 lse_early[EARLY_READS ? BM / 8 : 1];
+  if constexpr (EARLY_READS) {
 #pragma unroll
     for (int j = 0; j < BM / 8; ++j) lse_early[j] = *reinterpret_cast<const float2*>(item.lse + j * 8 + (lane & 3) * 2);
   }
@@ -93,7 +94,7 @@ __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem&
 #pragma unroll
   for (int j = 0; j < BM / 8; ++j) {
     float2 ls;
-    if constexpr (EARLY_ROWS) ls = lse_early[j];
+    if constexpr (EARLY_READS) ls = lse_early[j];
     else ls = *reinterpret_cast<const float2*>(item.lse + j * 8 + (lane & 3) * 2);
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[4 * j + e] = ex2_approx_ftz(fmaf(s[4 * j + e], scale_log2, -((e & 1) ? ls.y : ls.x)));
@@ -121,9 +122,9 @@ __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem&
     }
     wgmma_commit_group();
   };
-  [[maybe_unused]] float2 delta_early[EARLY_ROWS ? BM / 8 : 1];  // EARLY_ROWS: delta as LSE above, before dP^T's wait
+  [[maybe_unused]] float2 delta_early[EARLY_READS ? BM / 8 : 1];  // EARLY_READS: before dP^T's wait
   auto read_delta_early = [&]() {
-    if constexpr (EARLY_ROWS) {
+    if constexpr (EARLY_READS) {
 #pragma unroll
       for (int j = 0; j < BM / 8; ++j)
         delta_early[j] = *reinterpret_cast<const float2*>(item.delta + j * 8 + (lane & 3) * 2);
@@ -147,7 +148,7 @@ __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem&
   for (int j = 0; j < BM / 8; ++j) {
     const int ql = j * 8 + (lane & 3) * 2;
     float2 dl;
-    if constexpr (EARLY_ROWS) dl = delta_early[j];
+    if constexpr (EARLY_READS) dl = delta_early[j];
     else dl = *reinterpret_cast<const float2*>(item.delta + ql);
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
@@ -185,13 +186,14 @@ __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem&
         WgmmaRS<D>::template Run<1>(dk, a, wgmma_desc_mn_major<BM>(q_addr, kk), 1);
       }
       wgmma_commit_group();
+      if constexpr (DqStage::kStaged && EARLY_READS) dq_stage.acquire();  // its wait under the products
       wgmma_wait_group<1>();  // dV and this dQ pass are done; dK may still run
     } else {
       wgmma_wait_group<0>();
     }
     wgmma_fence_operand(acc);
     if constexpr (DqStage::kStaged) {
-      if (pass == 0) dq_stage.acquire();
+      if (pass == 0 && !EARLY_READS) dq_stage.acquire();
       dq_stage.store(acc, qr - item.q0, c0);
       if (pass == DQ_COLS / 64 - 1) dq_stage.release();
     } else {

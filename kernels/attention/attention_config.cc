@@ -64,7 +64,7 @@ std::vector<tuner::TunableParam> BackwardParams() {
            "warp-specialised (AttnBwdTma, sm_90a only: a producer warpgroup loads K, V, Q, dO with the bulk tensor "
            "copy engine, two consumer warpgroups of 64 kv rows; block_m 64, block_n 128, head_dim 128); 3: as 2 with "
            "each item's dQ tile staged in shared memory and added to the accumulator by one bulk reduce-add; 4: as 3 "
-           "with the item's LSE and delta read before the waits for S^T and dP^T"}};
+           "with the item's LSE, delta and dQ staging buffer waited for under the products"}};
 }
 
 int BackwardHeadsPerGroup(const tuner::Config& c, const ProblemSpec& p) {
@@ -136,7 +136,7 @@ std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
 
 std::string UnmeasuredReason(const tuner::Config& c, Direction dir) {
   if (dir == Direction::kBackward && Get(c, "kernel") == 4)
-    return "not yet measured: backward kernel 4 (kernel 3 with the item's rows read before the waits) has not run "
+    return "not yet measured: backward kernel 4 (kernel 3 with its shared reads under the products) has not run "
            "on a GPU";
   return "";
 }

@@ -270,8 +270,8 @@ TEST_F(AttentionGpu, HopperTierBackwardMatchesFloat64ForEveryMaskKind) {
 }
 
 // The warp-specialised backward (kernels 2 to 4: TMA producer warpgroup, 64 x 128 tiles, head dim 128; 3 adds dQ by
-// bulk reduce-adds, 4 is 3 with the rows read early; kernel 2 also with three query-tile buffers): every mask kind,
-// GQA 4 / 6, sizes that are no tile multiple, q < kv, rows that see nothing, a single row, head groups, packed rows,
+// bulk reduce-adds, 4 is 3 with its shared reads under the products; kernel 2 also with three query-tile buffers):
+// every mask kind, GQA 4 / 6, sizes that are no tile multiple, q < kv, rows that see nothing, a single row, head groups, packed rows,
 // batch 2, the 512-anchor shape.
 TEST_F(AttentionGpu, WarpSpecialisedBackwardMatchesFloat64ForEveryMaskKind) {
   Result<gpu::Context> ctx = gpu::Context::Primary(0);
