@@ -68,29 +68,21 @@ template <int ROWS>
 __host__ __device__ __forceinline__ constexpr unsigned long long wgmma_desc_mn_major(unsigned tile, int kk) {
   return wgmma_desc_sw128(tile + wgmma_mn_major_offset(kk), ROWS * 128, 1024);
 }
-// k-step kk's descriptor of a product's operand, STEPPED: k-step 0's descriptor plus one add (written per k-step,
-// the compiler builds the base once for a product's unrolled k-steps; the same words, tests/kernels/
-// wgmma_desc_test.cc), or built afresh. The gdn wgmma pass steps its descriptors; attention builds them afresh
-// (stepped, its kernels issued ~20-30 % fewer instructions and ran no faster: kernels/attention/NOTES.md). Where a
-// stepped base lives is the caller's choice: hoisted out of a loop it holds registers across it (the attention
-// backward's consumers, at 240 registers, spilled when every descriptor was stepped with the K / V bases
-// loop-invariant).
-template <int ROWS, bool STEPPED>
-__host__ __device__ __forceinline__ constexpr unsigned long long wgmma_desc_k_major_at(unsigned tile, int row0,
-                                                                                       int kk) {
-  if constexpr (STEPPED) {
-    return wgmma_desc_advance(wgmma_desc_k_major<ROWS>(tile, row0, 0), wgmma_k_major_offset<ROWS>(0, kk));
-  } else {
-    return wgmma_desc_k_major<ROWS>(tile, row0, kk);
-  }
+// k-step kk's descriptor of a product's operand, stepped: k-step 0's descriptor plus one add (written per k-step,
+// the compiler builds the base once for a product's unrolled k-steps; the same words as wgmma_desc_k_major /
+// wgmma_desc_mn_major, tests/kernels/wgmma_desc_test.cc). The gdn wgmma pass steps its descriptors; attention
+// builds them afresh (stepped, its kernels issued ~20-30 % fewer instructions and ran no faster:
+// kernels/attention/NOTES.md). Where a stepped base lives is the caller's choice: hoisted out of a loop it holds
+// registers across it (the attention backward's consumers, at 240 registers, spilled when every descriptor was
+// stepped with the K / V bases loop-invariant).
+template <int ROWS>
+__host__ __device__ __forceinline__ constexpr unsigned long long wgmma_desc_k_major_stepped(unsigned tile, int row0,
+                                                                                            int kk) {
+  return wgmma_desc_advance(wgmma_desc_k_major<ROWS>(tile, row0, 0), wgmma_k_major_offset<ROWS>(0, kk));
 }
-template <int ROWS, bool STEPPED>
-__host__ __device__ __forceinline__ constexpr unsigned long long wgmma_desc_mn_major_at(unsigned tile, int kk) {
-  if constexpr (STEPPED) {
-    return wgmma_desc_advance(wgmma_desc_mn_major<ROWS>(tile, 0), wgmma_mn_major_offset(kk));
-  } else {
-    return wgmma_desc_mn_major<ROWS>(tile, kk);
-  }
+template <int ROWS>
+__host__ __device__ __forceinline__ constexpr unsigned long long wgmma_desc_mn_major_stepped(unsigned tile, int kk) {
+  return wgmma_desc_advance(wgmma_desc_mn_major<ROWS>(tile, 0), wgmma_mn_major_offset(kk));
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }

@@ -15,7 +15,7 @@
 // two stages: chunk n+1's operands are issued when chunk n starts. W and q land in one [2C x 128] tile (W's rows,
 // then q's), so S^T and O^T come from one m64n(2C) product: 8 HGMMA of n = 2C a chunk, not 16 of n = C; the
 // accumulator's columns C .. 2C-1 are O^T's. Every product's descriptors are stepped from its k-step 0's (one add
-// a k-step, wgmma_desc_*_at). O^T goes through a small padded tile to row-contiguous stores.
+// a k-step, wgmma_desc_*_stepped). O^T goes through a small padded tile to row-contiguous stores.
 // h0 / ht: each thread reads and writes the same state elements (its accumulator's), so the pieces path's in-place
 // h0 == ht stays correct here too.
 // Who may call: hosts launching grid (128 / 64, HV, num_segments), block 128, dynamic shared
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(128, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kKSteps; ++kk)
-      WgmmaRS<2 * C>::template Run<0>(so, ha[kk], wgmma_desc_k_major_at<2 * C, true>(w_at(stage), 0, kk), kk > 0);
+      WgmmaRS<2 * C>::template Run<0>(so, ha[kk], wgmma_desc_k_major_stepped<2 * C>(w_at(stage), 0, kk), kk > 0);
     wgmma_commit_group();
     wgmma_fence_operand(ha);
     // U^T in the accumulator layout of s (v = v_lo + 8 (e / 2), token 8 j + 2 c + e % 2): at C 32 read while the
@@ -192,10 +192,10 @@ __global__ void __launch_bounds__(128, 1)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kCSteps; ++kk)
-      WgmmaRS<C>::template Run<0>(oT, va[kk], wgmma_desc_k_major_at<C, true>(p_at(stage), 0, kk), 1);
+      WgmmaRS<C>::template Run<0>(oT, va[kk], wgmma_desc_k_major_stepped<C>(p_at(stage), 0, kk), 1);
 #pragma unroll
     for (int kk = 0; kk < kCSteps; ++kk)
-      WgmmaRS<kDim>::template Run<1>(hT, vk[kk], wgmma_desc_mn_major_at<C, true>(k_at(stage), kk), 1);
+      WgmmaRS<kDim>::template Run<1>(hT, vk[kk], wgmma_desc_mn_major_stepped<C>(k_at(stage), kk), 1);
     wgmma_commit_group();
     wgmma_fence_operand(va);
     wgmma_fence_operand(vk);

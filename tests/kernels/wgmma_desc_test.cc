@@ -1,6 +1,6 @@
-// kernels/common/wgmma.cuh's stepped descriptors (wgmma_desc_*_at<ROWS, true>: k-step 0's descriptor plus a 32-bit
+// kernels/common/wgmma.cuh's stepped descriptors (wgmma_desc_*_stepped<ROWS>: k-step 0's descriptor plus a 32-bit
 // add on the low word) against the reference form (the whole descriptor masked and shifted from the k-step's own
-// address), and the fresh ones (wgmma_desc_*_at<ROWS, false>) against it too. NVRTC, the compiler that
+// address), and the fresh ones (wgmma_desc_k_major / wgmma_desc_mn_major) against it too. NVRTC, the compiler that
 // builds the kernels, evaluates them at compile time for every tile start (1 KiB steps) of a 228 KiB shared window
 // and every k-step of the tile shapes the families use; a static assertion that fails makes the compile fail. A
 // second source with a deliberately wrong reference must not compile, so the assertions are evaluated, not skipped.
@@ -32,13 +32,13 @@ __host__ __device__ constexpr bool Matches() {
       for (int kk = 0; kk < 8; ++kk) {
         const unsigned long long want =
             Reference(tile + (kk >> 2) * ROWS * 128 + row0 * 128 + (kk & 3) * 32, 16, 1024) + SKEW;
-        if (wgmma_desc_k_major_at<ROWS, false>(tile, row0, kk) != want ||
-            wgmma_desc_k_major_at<ROWS, true>(tile, row0, kk) != want)
+        if (wgmma_desc_k_major<ROWS>(tile, row0, kk) != want ||
+            wgmma_desc_k_major_stepped<ROWS>(tile, row0, kk) != want)
           return false;
       }
     for (int kk = 0; kk < ROWS / 16; ++kk) {
       const unsigned long long want = Reference(tile + kk * 2048, ROWS * 128, 1024) + SKEW;
-      if (wgmma_desc_mn_major_at<ROWS, false>(tile, kk) != want || wgmma_desc_mn_major_at<ROWS, true>(tile, kk) != want)
+      if (wgmma_desc_mn_major<ROWS>(tile, kk) != want || wgmma_desc_mn_major_stepped<ROWS>(tile, kk) != want)
         return false;
     }
   }
