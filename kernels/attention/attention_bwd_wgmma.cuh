@@ -47,8 +47,9 @@ __device__ __forceinline__ void BwdWgmmaAddDq(float* dst, const float (&acc)[32]
 // One item of the wgmma backward for warpgroup `wg` (steps 1-4 above), run in step by every thread of the BN / 64
 // warpgroups that own the block's kv rows: Sq is seq_q, kv_row this thread's first kv row in the tile, sdS /
 // ds_addr the dS^T tile the item writes, dk / dv the block's accumulators. after_issue() runs once right after S^T
-// and dP^T are issued; publish_ds() must be a barrier over those warpgroups. On return every product of the item is
-// complete, so the item's Q / dO buffers may be refilled.
+// and dP^T are issued; publish_ds() must be a barrier over those warpgroups; before_dk_wait() runs once right before
+// the wait for the item's last product (dK). On return every product of the item is complete, so the item's Q / dO
+// buffers may be refilled.
 // dq_stage: where the dQ tiles go. BwdDqReduce (the default) adds them to the accumulator with 8-byte reductions;
 // a stage with kStaged (AttnBwdTma's BwdDqSmemStage) takes them as acquire(), store(acc, row, c0) per pass,
 // release(), row being the thread's first row within the query tile.
@@ -58,13 +59,13 @@ struct BwdDqReduce {
   __device__ __forceinline__ void store(const float (&)[32], int, int) const {}
   __device__ __forceinline__ void release() const {}
 };
-template <int D, int BM, int BN, bool EARLY_READS = false, typename AfterIssue, typename PublishDs,
-          typename DqStage = BwdDqReduce>
+template <int D, int BM, int BN, bool EARLY_READS = false, bool STSM_DS = false, typename AfterIssue,
+          typename PublishDs, typename BeforeDkWait, typename DqStage = BwdDqReduce>
 __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem& item, int Sq, int wg, int warp,
                                              int lane, int k0, int kv_row, unsigned k_addr, unsigned v_addr, bf16* sdS,
                                              unsigned ds_addr, float (&dk)[D / 2], float (&dv)[D / 2],
                                              AfterIssue&& after_issue, PublishDs&& publish_ds,
-                                             const DqStage& dq_stage = DqStage{}) {
+                                             BeforeDkWait&& before_dk_wait, const DqStage& dq_stage = DqStage{}) {
   constexpr int NWG = BN / 64;
   constexpr int MH = BM / 64;            // dQ: query halves of 64 rows
   constexpr int DQ_COLS = D * MH / NWG;  // dQ: head-dim columns per warpgroup
@@ -156,8 +157,19 @@ __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem&
       const float ds1 = s[4 * j + 2 * hr + 1] * (dp[4 * j + 2 * hr + 1] - dl.y);
       if constexpr (!kEarlyDv) pk[j][hr] = pack_bf16x2(s[4 * j + 2 * hr], s[4 * j + 2 * hr + 1]);
       dsk[j][hr] = pack_bf16x2(ds0, ds1);
-      *reinterpret_cast<unsigned*>(reinterpret_cast<unsigned char*>(sdS) + Sw128Offset<BN>(kv_row + hr * 8, ql)) =
-          dsk[j][hr];
+      if constexpr (!STSM_DS)
+        *reinterpret_cast<unsigned*>(reinterpret_cast<unsigned char*>(sdS) + Sw128Offset<BN>(kv_row + hr * 8, ql)) =
+            dsk[j][hr];
+    }
+  }
+  if constexpr (STSM_DS) {
+    // STSM_DS: the same tile by stmatrix, four 8 x 8 matrices (query columns j, rows hr) an instruction; lane l gives
+    // row l % 8 of matrix l / 8 = (j - 2 g) * 2 + hr.
+    const int mi = lane >> 3, row = kv_row - (lane >> 2) + (mi & 1) * 8 + (lane & 7);
+#pragma unroll
+    for (int g = 0; g < BM / 16; ++g) {
+      const unsigned r[4] = {dsk[2 * g][0], dsk[2 * g][1], dsk[2 * g + 1][0], dsk[2 * g + 1][1]};
+      stmatrix_x4(ds_addr + Sw128Offset<BN>(row, (2 * g + (mi >> 1)) * 8), r);
     }
   }
   fence_proxy_async_shared();  // the dS^T stores (generic proxy) before the dQ product reads them (async proxy)
@@ -203,6 +215,7 @@ __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem&
     }
   }
   // dK done before Q's buffer is refilled; pk and dsk may be reused from here.
+  before_dk_wait();
   wgmma_wait_group<0>();
   wgmma_fence_operand(pk);
   wgmma_fence_operand(dsk);
@@ -274,7 +287,7 @@ __global__ void __launch_bounds__(BN / 64 * 128, BN == 64 ? 2 : 1) AttnBwdWgmma(
   BwdForEachItem<D, BM, NT, STAGES, true, Sw128TileCopy, true>(p, m, buf, tid, [&](const BwdItem& item,
                                                                                     const Prefetch& prefetch) {
     BwdWgmmaItem<D, BM, BN>(p, item, m.seq_q, wg, warp, lane, k0, kv_row, k_addr, v_addr, sdS, ds_addr, dk, dv,
-                            prefetch, [] { __syncthreads(); });
+                            prefetch, [] { __syncthreads(); }, [] {});
   });  // sdS is rewritten only after the walk's next barrier, which every thread reaches after its dQ product
 
   BwdWgmmaStoreDkDv<D>(p, dk, dv, k0 + kv_row, Skv, lane);

@@ -264,6 +264,8 @@ TEST(AttentionCompile, EveryMaskKindAndHeadDimOfTheHopperTierBackwardCompilesFor
     items.push_back({Problem(mask, 128, dflash ? 4096 : 8192, dflash ? 12288 : 8192), hopper(64, 128, 2)});
     items.push_back({Problem(mask, 128, dflash ? 4096 : 8192, dflash ? 12288 : 8192), hopper(64, 128, 3)});
     items.push_back({Problem(mask, 128, dflash ? 4096 : 8192, dflash ? 12288 : 8192), hopper(64, 128, 4)});
+    items.push_back({Problem(mask, 128, dflash ? 4096 : 8192, dflash ? 12288 : 8192), hopper(64, 128, 5)});
+    items.push_back({Problem(mask, 128, dflash ? 4096 : 8192, dflash ? 12288 : 8192), hopper(64, 128, 6)});
   }
   CompileEachForSm90a(BackwardFamily(), items);
 }

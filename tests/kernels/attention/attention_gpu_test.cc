@@ -269,10 +269,10 @@ TEST_F(AttentionGpu, HopperTierBackwardMatchesFloat64ForEveryMaskKind) {
   RunCases(cases, 500);
 }
 
-// The warp-specialised backward (kernels 2 to 4: TMA producer warpgroup, 64 x 128 tiles, head dim 128; 3 adds dQ by
-// bulk reduce-adds, 4 is 3 with its shared reads under the products; kernel 2 also with three query-tile buffers):
-// every mask kind, GQA 4 / 6, sizes that are no tile multiple, q < kv, rows that see nothing, a single row, head groups, packed rows,
-// batch 2, the 512-anchor shape.
+// The warp-specialised backward (kernels 2 to 6: TMA producer warpgroup, 64 x 128 tiles, head dim 128; 3 adds dQ by
+// bulk reduce-adds; 4 to 6 are 3 with reads and waits moved under the products and dS^T by stmatrix; kernel 2 also
+// with three query-tile buffers): every mask kind, GQA 4 / 6, sizes that are no tile multiple, q < kv, rows that
+// see nothing, a single row, head groups, packed rows, batch 2, the 512-anchor shape.
 TEST_F(AttentionGpu, WarpSpecialisedBackwardMatchesFloat64ForEveryMaskKind) {
   Result<gpu::Context> ctx = gpu::Context::Primary(0);
   ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
@@ -280,7 +280,8 @@ TEST_F(AttentionGpu, WarpSpecialisedBackwardMatchesFloat64ForEveryMaskKind) {
     GTEST_SKIP() << "the Hopper tier needs an sm_90a GPU (this one is " << ctx->info().arch() << ")";
   const tuner::KernelFamily* f = &BackwardFamily();
   std::vector<Case> cases;
-  for (const auto& [kernel, stages] : {std::pair{2, 2}, std::pair{3, 2}, std::pair{2, 3}, std::pair{4, 2}}) {
+  for (const auto& [kernel, stages] :
+       {std::pair{2, 2}, std::pair{3, 2}, std::pair{2, 3}, std::pair{4, 2}, std::pair{5, 2}, std::pair{6, 2}}) {
     auto tma = [kernel, stages](int head_groups = 0) {
       return tuner::Config{{"block_m", 64},    {"block_n", 128},   {"stages", stages},
                            {"dq_mode", 0},     {"warp_layout", 1}, {"kernel", kernel},
