@@ -45,8 +45,8 @@ std::vector<KernelLaunch> BackwardLaunches(const tuner::Config& config, const Pr
 
 std::string ForwardInvalidReason(const tuner::Config& config, const ProblemSpec& bucket);
 std::string BackwardInvalidReason(const tuner::Config& config, const ProblemSpec& bucket);
-// Empty unless the (valid) config is one the tuner should not spend its budget on yet: backward kernel 4 was
-// written without a GPU. The API and kernel_bench --config still run it.
+// Empty unless the (valid) config is one the tuner should not spend its budget on yet: backward kernels 4-6 were
+// written without a GPU. The API and kernel_bench --config still run them.
 std::string UnmeasuredReason(const tuner::Config& config, Direction dir);
 
 // Kv heads per group of the backward config's dK/dV launch (all of them when head_groups is 0 or absent): the
