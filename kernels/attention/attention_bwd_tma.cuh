@@ -13,11 +13,11 @@
 //     overwrites a tile the other warpgroup's dQ product may still read.
 //   BULK_DQ (config kernel 3): instead of 8-byte reductions from every consumer thread, the consumers write the
 //     item's 64 x D fp32 dQ tile into shared memory (BwdDqSmemStage) and warp 2 of the producer warpgroup adds it
-//     to the accumulator with one bulk reduce-add (the rows are contiguous in DqAccumOffset's layout).
-//   EARLY 1 (config kernel 4, with BULK_DQ): BwdWgmmaItem reads the item's LSE and delta from shared memory and
-//     waits for the dQ staging buffer before the waits for the products, not after them; EARLY 2 (kernel 5) also
-//     waits for the next item's "full" barrier before the wait for this item's dK product, not after it; EARLY 3
-//     (kernel 6) also stores dS^T by stmatrix (4 instructions where 16 4-byte stores were).
+//     to the accumulator with one bulk reduce-add (the rows are contiguous in DqAccumOffset's layout). With it,
+//     BwdWgmmaItem reads the item's LSE and delta from shared memory and waits for the dQ staging buffer before the
+//     waits for the products, not after them (EARLY_READS).
+//   NEXT_WAIT (config kernel 4, with BULK_DQ): the consumers wait for the next item's "full" barrier before the
+//     wait for this item's dK product, not after it.
 // Block shape: kTmaBwdBlockM x kTmaBwdBlockN (attention_params.cuh), head dim 128 (at 64 the dQ split of two
 // warpgroups over one 64-row query tile leaves 32 columns each, less than an m64n64 pass).
 // Who may include it: attention_kernels_sm90a.cu (NVRTC, sm_90a only). Thread-safety: n/a (device code).
@@ -78,7 +78,7 @@ struct BwdTmaItemHeader {
   int h, q0, full, pad;
 };
 
-template <int D, int STAGES, bool BULK_DQ, int MASK, int EARLY = 0>
+template <int D, int STAGES, bool BULK_DQ, int MASK, bool NEXT_WAIT = false>
 __global__ void __launch_bounds__(kTmaBwdThreads, 1)
     AttnBwdTma(const __grid_constant__ AttnParams p, const __grid_constant__ AttnBwdTmaMaps maps) {
   constexpr int BM = kTmaBwdBlockM, BN = kTmaBwdBlockN, NT = kTmaBwdThreads;
@@ -230,9 +230,9 @@ __global__ void __launch_bounds__(kTmaBwdThreads, 1)
   mbarrier_wait(bar_kv, 0);  // always: the block must not exit with K's and V's copies in flight
   int stage = 0, ds = 0;
   unsigned phase = 0, items = 0;
-  if constexpr (EARLY >= 2) mbarrier_wait(bar_full(0), 0);  // the later items' waits: before_dk_wait
+  if constexpr (NEXT_WAIT) mbarrier_wait(bar_full(0), 0);  // the later items' waits: before_dk_wait
   for (;; ++items) {
-    if constexpr (EARLY < 2) mbarrier_wait(bar_full(stage), phase);
+    if constexpr (!NEXT_WAIT) mbarrier_wait(bar_full(stage), phase);
     const BwdTmaItemHeader hd = sHead[stage];
     if (hd.h < 0) break;
     const BwdItem item{hd.h, hd.q0, hd.full != 0, sQ + stage * BM * D, sdO + stage * BM * D, sLse + stage * BM,
@@ -240,18 +240,17 @@ __global__ void __launch_bounds__(kTmaBwdThreads, 1)
     bf16* const ds_tile = sdS + ds * BN * BM;  // dS^T alternates between two tiles (ds = items & 1)
     typename BwdPick<BULK_DQ, BwdDqSmemStage<D>, BwdDqReduce>::type dq_stage{};
     if constexpr (BULK_DQ) dq_stage = BwdDqSmemStage<D>{sdQ, bar_dq_empty, bar_dq_full, items, lane};
-    // EARLY 2: the next item's buffer was released by the item before this one, so waiting for it under this
+    // NEXT_WAIT: the next item's buffer was released by the item before this one, so waiting for it under this
     // item's dK product cannot hold up its fill.
     auto before_dk_wait = [&] {
-      if constexpr (EARLY >= 2) {
+      if constexpr (NEXT_WAIT) {
         const int next = stage + 1 == STAGES ? 0 : stage + 1;
         mbarrier_wait(bar_full(next), next == 0 ? phase ^ 1 : phase);
       }
     };
-    BwdWgmmaItem<D, BM, BN, (EARLY >= 1), (EARLY >= 3)>(p, item, Sq, wg, warp, lane, k0, kv_row, k_addr, v_addr,
-                                                        ds_tile, smem_addr(ds_tile), dk, dv, [] {},
-                                                        [] { named_barrier_sync(1, 2 * 128); }, before_dk_wait,
-                                                        dq_stage);
+    BwdWgmmaItem<D, BM, BN, BULK_DQ>(p, item, Sq, wg, warp, lane, k0, kv_row, k_addr, v_addr, ds_tile,
+                                     smem_addr(ds_tile), dk, dv, [] {}, [] { named_barrier_sync(1, 2 * 128); },
+                                     before_dk_wait, dq_stage);
     if (lane == 0) mbarrier_arrive(bar_empty(stage));  // every product over the buffer is complete
     ds ^= 1;
     if (++stage == STAGES) {

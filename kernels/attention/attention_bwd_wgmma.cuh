@@ -59,8 +59,8 @@ struct BwdDqReduce {
   __device__ __forceinline__ void store(const float (&)[32], int, int) const {}
   __device__ __forceinline__ void release() const {}
 };
-template <int D, int BM, int BN, bool EARLY_READS = false, bool STSM_DS = false, typename AfterIssue,
-          typename PublishDs, typename BeforeDkWait, typename DqStage = BwdDqReduce>
+template <int D, int BM, int BN, bool EARLY_READS = false, typename AfterIssue, typename PublishDs,
+          typename BeforeDkWait, typename DqStage = BwdDqReduce>
 __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem& item, int Sq, int wg, int warp,
                                              int lane, int k0, int kv_row, unsigned k_addr, unsigned v_addr, bf16* sdS,
                                              unsigned ds_addr, float (&dk)[D / 2], float (&dv)[D / 2],
@@ -157,19 +157,8 @@ __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem&
       const float ds1 = s[4 * j + 2 * hr + 1] * (dp[4 * j + 2 * hr + 1] - dl.y);
       if constexpr (!kEarlyDv) pk[j][hr] = pack_bf16x2(s[4 * j + 2 * hr], s[4 * j + 2 * hr + 1]);
       dsk[j][hr] = pack_bf16x2(ds0, ds1);
-      if constexpr (!STSM_DS)
-        *reinterpret_cast<unsigned*>(reinterpret_cast<unsigned char*>(sdS) + Sw128Offset<BN>(kv_row + hr * 8, ql)) =
-            dsk[j][hr];
-    }
-  }
-  if constexpr (STSM_DS) {
-    // STSM_DS: the same tile by stmatrix, four 8 x 8 matrices (query columns j, rows hr) an instruction; lane l gives
-    // row l % 8 of matrix l / 8 = (j - 2 g) * 2 + hr.
-    const int mi = lane >> 3, row = kv_row - (lane >> 2) + (mi & 1) * 8 + (lane & 7);
-#pragma unroll
-    for (int g = 0; g < BM / 16; ++g) {
-      const unsigned r[4] = {dsk[2 * g][0], dsk[2 * g][1], dsk[2 * g + 1][0], dsk[2 * g + 1][1]};
-      stmatrix_x4(ds_addr + Sw128Offset<BN>(row, (2 * g + (mi >> 1)) * 8), r);
+      *reinterpret_cast<unsigned*>(reinterpret_cast<unsigned char*>(sdS) + Sw128Offset<BN>(kv_row + hr * 8, ql)) =
+          dsk[j][hr];
     }
   }
   fence_proxy_async_shared();  // the dS^T stores (generic proxy) before the dQ product reads them (async proxy)
