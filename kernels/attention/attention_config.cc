@@ -7,6 +7,9 @@
 namespace dflash::attention {
 namespace {
 
+// The start of every TunerSkipReason (IsTunerSkip looks for it).
+constexpr std::string_view kSkippedByTuner = "skipped by the tuner: ";
+
 int Get(const tuner::Config& c, const char* k) {
   auto it = c.find(k);
   return it == c.end() ? 0 : static_cast<int>(it->second);
@@ -135,7 +138,9 @@ std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
   return "";
 }
 
-std::string UnmeasuredReason(const tuner::Config& c, Direction dir) {
+bool IsTunerSkip(std::string_view invalid_reason) { return invalid_reason.starts_with(kSkippedByTuner); }
+
+std::string TunerSkipReason(const tuner::Config& c, Direction dir) {
   if (dir == Direction::kBackward && Get(c, "kernel") == 4)
     return std::string(kSkippedByTuner) +
            "backward kernel 4 (kernel 3 with the next item's wait under the dK product) is not established: -7 % to "

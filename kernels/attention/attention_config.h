@@ -46,10 +46,10 @@ std::vector<KernelLaunch> BackwardLaunches(const tuner::Config& config, const Pr
 std::string ForwardInvalidReason(const tuner::Config& config, const ProblemSpec& bucket);
 std::string BackwardInvalidReason(const tuner::Config& config, const ProblemSpec& bucket);
 // Empty unless the (valid) config is one the tuner should not spend its budget on yet (backward kernel 4: its
-// measured gain is not established); the reason starts with kSkippedByTuner. The API and kernel_bench --config still
-// run such a config, and the tests compile and check it.
-inline constexpr std::string_view kSkippedByTuner = "skipped by the tuner: ";
-std::string UnmeasuredReason(const tuner::Config& config, Direction dir);
+// measured gain is not established). The API and kernel_bench --config still run such a config, and the tests
+// compile and check it: IsTunerSkip tells its reason from a real invalid reason.
+std::string TunerSkipReason(const tuner::Config& config, Direction dir);
+bool IsTunerSkip(std::string_view invalid_reason);
 
 // Kv heads per group of the backward config's dK/dV launch (all of them when head_groups is 0 or absent): the
 // largest divisor of heads_kv whose Q / dO (/ dQ accumulator) rows fit 32 MiB, at least 1.

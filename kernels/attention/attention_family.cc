@@ -104,7 +104,7 @@ class AttentionFamily final : public kernels::SpecFamily<ProblemSpec> {
   std::string InvalidReasonFor(const tuner::Config& config, const ProblemSpec& bucket) const override {
     const std::string why = dir_ == Direction::kForward ? ForwardInvalidReason(config, bucket)
                                                         : BackwardInvalidReason(config, bucket);
-    return why.empty() ? UnmeasuredReason(config, dir_) : why;
+    return why.empty() ? TunerSkipReason(config, dir_) : why;
   }
   Result<std::unique_ptr<tuner::Workload>> MakeWorkloadFor(const gpu::Context&, const ProblemSpec& spec,
                                                            std::uint64_t seed) const override {

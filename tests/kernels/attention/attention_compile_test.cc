@@ -97,7 +97,7 @@ void CompileWholeSpace(const tuner::KernelFamily& family, const std::string& arc
   for (const tuner::Config& config : tuner::EnumerateSpace(family)) {
     if (arch == "sm_90a" && !IsHopperTier(config)) continue;
     std::string why = family.InvalidReason(config, bucket);
-    if (why.rfind(kSkippedByTuner, 0) == 0) why.clear();  // the tuner skips it; the API runs it: compile it
+    if (IsTunerSkip(why)) why.clear();  // the tuner skips it; the API runs it: compile it
     if (why.empty()) why = family.ArchInvalidReason(config, arch);
     if (!why.empty()) {
       std::printf("%s %s[%s] invalid: %s\n", arch.c_str(), std::string(family.name()).c_str(),
@@ -137,7 +137,7 @@ void CompileEachForSm90a(const tuner::KernelFamily& family,
   for (const auto& [problem, config] : items) {
     const tuner::Problem bucket = *family.Bucket(problem);
     const std::string why = family.InvalidReason(config, bucket);
-    ASSERT_TRUE(why.empty() || why.rfind(kSkippedByTuner, 0) == 0) << bucket.dump() << ": " << why;
+    ASSERT_TRUE(why.empty() || IsTunerSkip(why)) << bucket.dump() << ": " << why;
     futures.push_back(pool.Submit([&family, bucket, config]() { return CompileOne(family, config, bucket, "sm_90a"); }));
   }
   for (auto& f : futures) {

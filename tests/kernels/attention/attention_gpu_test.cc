@@ -65,7 +65,7 @@ void RunCases(const std::vector<Case>& cases, std::uint64_t seed) {
     for (const Case& c : cases) {
       const tuner::Problem bucket = *c.family->Bucket(c.problem);
       const std::string why = c.family->InvalidReason(c.config, bucket);  // a config the tuner skips still runs
-      EXPECT_TRUE(why.empty() || why.rfind(kSkippedByTuner, 0) == 0) << bucket.dump() << ": " << why;
+      EXPECT_TRUE(why.empty() || IsTunerSkip(why)) << bucket.dump() << ": " << why;
       const tuner::CompileSpec spec = c.family->MakeCompileSpec(c.config, bucket);
       compiled.push_back(pool.Submit([&c, spec, arch]() {
         return tuner::CompileVariant(c.family->sources(), spec, arch, std::string(c.family->name()));
