@@ -11,6 +11,7 @@
 
 #include "tuner/arch_limits.h"
 #include "tuner/device_lock.h"
+#include "tuner/final_round.h"
 #include "tuner/loaded_kernel.h"
 #include "tuner/nvrtc_compiler.h"
 #include "tuner/tuning_key.h"
@@ -61,6 +62,64 @@ struct KeyBenchmark {
   std::vector<cache::CandidateResult>& results;
 };
 
+// A variant that passed the sweep: its candidate, its row in the key's results, its sweep time.
+struct Swept {
+  const CompiledCandidate* cand;
+  std::size_t result_index;
+  double ms;
+};
+
+struct Settled {
+  const CompiledCandidate* winner;
+  cache::Timing timing;
+};
+
+struct FinalInputs {
+  const gpu::Context& ctx;
+  CUstream stream;
+  Workload& workload;
+  const KernelFamily& family;
+  const TuneOptions& options;
+  const std::vector<Swept>& swept;
+  std::vector<cache::CandidateResult>& results;
+};
+
+// The final round (final_round.h) among the sweep's fastest variants: the winner, with its final time (the median
+// of its rounds; spread the widest of its rounds; repetitions summed). The finalists' rows in `results` get their
+// final times, so the winner is the fastest finalist there too. Errors as Measure returns them (a Timeout leaves
+// the GPU busy).
+Result<Settled> SettleFinal(const FinalInputs& in) {
+  std::vector<double> sweep_ms;
+  for (const Swept& s : in.swept) sweep_ms.push_back(s.ms);
+  const std::vector<std::size_t> finalists = SelectFinalists(sweep_ms, in.options.final_round);
+  std::vector<std::unique_ptr<LoadedKernel>> kernels;
+  std::vector<std::string> labels;
+  for (std::size_t i : finalists) {
+    const CompiledCandidate& c = *in.swept[i].cand;
+    labels.push_back(std::string(in.family.name()) + "[" + ConfigLabel(c.config) + "] (final round)");
+    DFLASH_ASSIGN_OR_RETURN(auto k, LoadedKernel::Load(c.artifact.cubin, c.artifact.kernel_names, c.config,
+                                                       labels.back()));
+    kernels.push_back(std::move(k));
+  }
+  std::vector<cache::Timing> timing(finalists.size());
+  auto measure = [&](std::size_t k) -> Result<double> {
+    BenchOptions bo = in.options.bench;
+    bo.label = labels[k];
+    DFLASH_ASSIGN_OR_RETURN(Measurement m,
+                            Measure(in.ctx, in.stream,
+                                    [&](CUstream s) { return in.workload.Launch(kernels[k]->variant(), s); }, bo));
+    timing[k].spread = std::max(timing[k].spread, m.spread);
+    timing[k].repetitions += m.repetitions;
+    return m.median_ms;
+  };
+  DFLASH_ASSIGN_OR_RETURN(FinalRoundResult r, RunFinalRound(finalists.size(), in.options.final_round.rounds, measure));
+  for (std::size_t k = 0; k < finalists.size(); ++k) {
+    timing[k].median_ms = r.median_ms[k];
+    in.results[in.swept[finalists[k]].result_index].timing = timing[k];
+  }
+  return Settled{in.swept[finalists[r.winner]].cand, timing[r.winner]};
+}
+
 // Benchmarks the runnable candidates of one key on its GPU and returns the winning entry; fills `results` with
 // every candidate's outcome. Runs under the cache's per-key lock (GetOrBuild) and takes the per-GPU lock.
 Result<cache::Entry> BenchmarkKey(const KeyBenchmark& b) {
@@ -92,6 +151,7 @@ Result<cache::Entry> BenchmarkKey(const KeyBenchmark& b) {
   const int total = static_cast<int>(configs.size());
   int done = 0;
   std::optional<std::pair<const CompiledCandidate*, cache::Timing>> best;
+  std::vector<Swept> swept;  // every variant that passed, for the final round
   while (auto next = plan.Next()) {
     if (options.budget.max_seconds > 0 && SecondsSince(b.started) > options.budget.max_seconds) break;
     const std::string cj = ConfigToJson(*next);
@@ -144,6 +204,7 @@ Result<cache::Entry> BenchmarkKey(const KeyBenchmark& b) {
     if (result.outcome == cache::Outcome::kOk) {
       plan.Report(*next, result.timing.median_ms);
       if (!best || result.timing.median_ms < best->second.median_ms) best = {{&cand, result.timing}};
+      swept.push_back({&cand, results.size(), result.timing.median_ms});
     } else {
       plan.Report(*next, std::nullopt);
       ++counts.failed;
@@ -154,6 +215,18 @@ Result<cache::Entry> BenchmarkKey(const KeyBenchmark& b) {
   if (!best) {
     return NotFound("no variant of " + key.ReadableName() + " passed the correctness gate (" +
                     std::to_string(results.size()) + " tried; see `dflash-tune show`/candidates)");
+  }
+  if (options.final_round.rounds > 0) {
+    if (b.progress) b.progress({std::string(family.name()), "final", 0, options.final_round.rounds});
+    Result<Settled> settled = SettleFinal({ctx, stream.get(), *workload, family, options, swept, results});
+    if (!settled.ok()) {
+      if (settled.status().code() == ErrorCode::kTimeout) {  // as above: what the kernel holds is left to the exit
+        (void)workload.release();
+        (void)new cache::NamedLock(std::move(gpu_lock));
+      }
+      return settled.status().WithContext("the final round of " + key.ReadableName());
+    }
+    best = {{settled->winner, settled->timing}};
   }
   cache::Entry e;
   e.key = key;

@@ -20,6 +20,7 @@
 
 #include "cache/kernel_cache.h"
 #include "tuner/benchmark.h"
+#include "tuner/final_round.h"
 #include "tuner/gpu_runtime.h"
 #include "tuner/kernel_family.h"
 #include "tuner/search.h"
@@ -33,6 +34,7 @@ struct TuneOptions {
   bool allow_spills = false;   // keep variants that spill registers
   SearchBudget budget;
   BenchOptions bench;
+  FinalRoundOptions final_round;  // the sweep's fastest measured again in turns (final_round.h)
   std::uint64_t seed = 0;      // random inputs and sampling; 0 picks one from the clock
 };
 
@@ -66,7 +68,7 @@ struct KeyReport {
 
 struct ProgressEvent {
   std::string family;
-  std::string stage;  // "compile" or "benchmark"
+  std::string stage;  // "compile", "benchmark" or "final" (the final round, final_round.h)
   int done = 0;
   int total = 0;
 };

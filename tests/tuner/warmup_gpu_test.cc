@@ -76,6 +76,33 @@ TEST_F(WarmupGpu, Conv1dTunesOnTheGpuAndTheCachedWinnerMatchesTheReference) {
   }
 }
 
+// The final round (tuner/final_round.h) ran for every key: the stored winner's time is the median of its rounds
+// (3 measurements of 25 launches or more each) and no other finalist's final time is lower.
+TEST_F(WarmupGpu, EveryWinnerIsSettledByTheFinalRound) {
+  auto r = Warmup({"--final-rounds", "3"});
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  cache::CacheOptions o;
+  o.dir = cache_;
+  auto c = cache::KernelCache::Open(o);
+  ASSERT_TRUE(c.ok());
+  auto entries = (*c)->AllEntries();
+  ASSERT_TRUE(entries.ok());
+  ASSERT_FALSE(entries->empty());
+  const int final_reps = 3 * tuner::BenchOptions{}.repetitions;
+  for (const cache::Entry& e : *entries) {
+    EXPECT_GE(e.timing.repetitions, final_reps) << e.key.ReadableName();
+    auto rows = (*c)->Candidates(e.key.Digest());
+    ASSERT_TRUE(rows.ok());
+    bool winner_row = false;
+    for (const cache::CandidateResult& row : *rows) {
+      if (row.outcome != cache::Outcome::kOk || row.timing.repetitions < final_reps) continue;  // not a finalist
+      EXPECT_GE(row.timing.median_ms, e.timing.median_ms) << e.key.ReadableName() << " " << row.config;
+      if (row.config == e.config) winner_row = row.timing.median_ms == e.timing.median_ms;
+    }
+    EXPECT_TRUE(winner_row) << e.key.ReadableName() << ": the winner's row does not carry its final time";
+  }
+}
+
 TEST_F(WarmupGpu, SecondIdenticalWarmupIsAPureCacheHit) {
   ASSERT_EQ(Warmup().code, 0);
   auto second = Warmup();

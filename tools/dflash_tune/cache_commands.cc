@@ -160,7 +160,8 @@ int Show(const GlobalOptions& g, const std::string& prefix) {
   if (cands.ok()) {
     for (const auto& r : *cands) {
       cj.push_back({{"config", r.config}, {"outcome", cache::OutcomeName(r.outcome)},
-                    {"median_ms", r.timing.median_ms}, {"spread", r.timing.spread}, {"reason", r.reason}});
+                    {"median_ms", r.timing.median_ms}, {"spread", r.timing.spread},
+                    {"repetitions", r.timing.repetitions}, {"reason", r.reason}});
     }
   }
   j["candidates"] = cj;

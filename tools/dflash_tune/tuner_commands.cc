@@ -32,6 +32,7 @@ struct WarmupArgs {
   unsigned jobs = 0;
   std::uint64_t seed = 0;
   double timeout_ms = tuner::BenchOptions{}.timeout_ms;
+  int final_rounds = tuner::FinalRoundOptions{}.rounds;
 };
 
 // "--budget 40" (variants) or "--budget 90s" (seconds).
@@ -165,6 +166,10 @@ int Warmup(const GlobalOptions& g, const WarmupArgs& a) {
   if (Status st = ParseBudget(a.budget, &opts.budget); !st.ok()) return Fail(st.message());
   opts.bench.timeout_ms = a.timeout_ms;
   if (Status st = tuner::ValidateOptions(opts.bench); !st.ok()) return Fail("--timeout-ms: " + st.message());
+  opts.final_round.rounds = a.final_rounds;
+  if (Status st = tuner::ValidateFinalRoundOptions(opts.final_round); !st.ok()) {
+    return Fail("--final-rounds: " + st.message());
+  }
   auto cache = OpenCache(g, /*create=*/true);
   if (!cache.ok()) return FailCache(g, "open the cache", cache.status());
   if ((*cache)->read_only()) return Fail("cannot warm up into " + (*cache)->dir().string() + ": " + (*cache)->open_note());
@@ -331,6 +336,9 @@ void AddTunerCommands(CLI::App& app, GlobalOptions& g, Action* run) {
   w->add_option("--budget", a->budget, "Benchmark at most N variants per problem (40) or for N seconds (90s)");
   w->add_flag("--allow-spills", a->allow_spills, "Keep variants that spill registers");
   w->add_option("--seed", a->seed, "Seed for random inputs and sampling (default: random)");
+  w->add_option("--final-rounds", a->final_rounds,
+                "Rounds in which each key's fastest variants (within 5 % of the sweep's best, at most 4) are measured "
+                "again in turns; the lowest median wins (default 3; 0: the sweep's best wins)");
   w->add_option("--timeout-ms", a->timeout_ms,
                 "Bound on one launch of a candidate in ms (default 10000); past it the variant is recorded as timed "
                 "out, its GPU takes no more keys and the warmup exits with code 2 after its summary");
