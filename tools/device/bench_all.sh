@@ -15,6 +15,8 @@
 #                    tier's (sm_90) vs FLA 0.6.0 chunk_gated_delta_rule, all CUDA-graph replays (--budget 12
 #                    --reps 10 unless --budget). ~8 min (490 s measured): warmup ~20 s per 8192-token key and ~50 s per 32768-token key, FLA's first call (Triton compile + autotune)
 #                    30-46 s a shape on a fresh machine (372 s measured in all; 259 s with FLA's Triton cache warm)
+#   gdn-quick        the same for (16,48) and (16,32) 1x8192 only (--shapes 0,1). ~4 min (an H100: build 50 s,
+#                    both archs' warmups 64 s, FLA's first calls 51 + 43 s)
 #   step             tools/bench/train_step_bench.py (dflash-train's full-size step: a cold run that tunes the
 #                    missing keys + 1 step, printing a line per key, then a warm process, ~20 s), then the Python
 #                    stack's step (.whl_py/py_dflash_step.py: SpecForge + FLA + flex, ~90 s), one after the other,
@@ -24,7 +26,8 @@
 #                    finds the finished keys in the kept step cache and tunes only the rest
 #   launch           tools/bench/launch_bench: host microseconds per cached launch through the trainer's ops against
 #                    the family's own launch call (the tiny preset's shapes, warmed first with --budget 3). ~1.5 min
-# Calls that fit 10 minutes: `attention launch`, `gdn`, `step`, `attention-quick gdn` (~9 min: tight).
+# Calls that fit 10 minutes: `attention launch`, `gdn`, `step`, `attention-quick gdn-quick` (~7 min),
+# `attention-quick gdn` (~9 min: tight).
 # Carry (fill it here with tools/device/prepare_carry.sh): .deb for every part; .whl for gdn and step; .whl_py for
 # step. Device tool: timeout_s 600 with the default --deadline 570 (seconds from this script's start after which
 # no part runs on; what is left is packed and summarised).
@@ -47,17 +50,21 @@ while [ $# -gt 0 ]; do
     --budget) budget="$2"; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --build-dir) build_dir="$2"; shift 2 ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
-    attention|attention-quick|gdn|step|launch)
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
+    attention|attention-quick|gdn|gdn-quick|step|launch)
       case " ${parts[*]:-} " in *" $1 "*) ;; *) parts+=("$1") ;; esac; shift ;;
-    *) echo "bench_all.sh: unknown argument $1 (parts: attention attention-quick gdn step launch; --help)" >&2; exit 2 ;;
+    *) echo "bench_all.sh: unknown argument $1 (parts: attention attention-quick gdn gdn-quick step launch; --help)" >&2; exit 2 ;;
   esac
 done
-[ ${#parts[@]} -gt 0 ] || { echo "bench_all.sh: name at least one part (attention attention-quick gdn step launch)" >&2; exit 2; }
+[ ${#parts[@]} -gt 0 ] || { echo "bench_all.sh: name at least one part (attention attention-quick gdn gdn-quick step launch)" >&2; exit 2; }
 has() { case " ${parts[*]} " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 if has attention && has attention-quick; then
   echo "bench_all.sh: attention already includes attention-quick's shapes; name one of them" >&2; exit 2
 fi
+if has gdn && has gdn-quick; then
+  echo "bench_all.sh: gdn already includes gdn-quick's shapes; name one of them" >&2; exit 2
+fi
+has_gdn() { has gdn || has gdn-quick; }
 [ ${#parts[@]} -gt 3 ] && echo "bench_all.sh: warning: ${#parts[@]} parts write $((2 + 2 * ${#parts[@]})) files; a device call returns 8 (3 parts)" >&2
 
 out="${OUT:-/tmp/dflash-bench-all}"
@@ -87,7 +94,7 @@ bounded() {
 missing=()
 need() { compgen -G "$1" >/dev/null || missing+=("$1"); }  # $1: a glob
 need ".deb/libsqlite3-dev_*.deb"; need ".deb/libcli11-dev_*.deb"
-if has gdn || has step; then need ".whl/flash_linear_attention-0.6.0-*.whl"; need ".whl/fla_core-0.6.0-*.whl"; fi
+if has_gdn || has step; then need ".whl/flash_linear_attention-0.6.0-*.whl"; need ".whl/fla_core-0.6.0-*.whl"; fi
 if has step; then need ".whl_py/specforge-0.2.0-*.whl"; need ".whl_py/dflash-0.1.0-*.whl"; need ".whl_py/py_dflash_step.py"; fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "bench_all.sh: missing ${missing[*]}: run tools/device/prepare_carry.sh on the CPU machine and carry its folders" >&2
@@ -96,7 +103,7 @@ fi
 
 # One build for the call, only the targets the parts need.
 targets=""
-if has attention || has attention-quick || has gdn; then targets="dflash-tune kernel_bench"; fi
+if has attention || has attention-quick || has_gdn; then targets="dflash-tune kernel_bench"; fi
 has step && targets="$targets dflash-train"
 has launch && targets="$targets dflash-tune launch_bench"
 targets=$(echo "$targets" | tr ' ' '\n' | awk 'NF && !seen[$0]++' | tr '\n' ' ')
@@ -104,7 +111,7 @@ targets="${targets# }"
 if [ "$dry" = 1 ]; then
   build_dir="${build_dir:-build-bench}"
   el "dry run: would build with: bash tools/device/gpu_run.sh --targets \"$targets\" --no-tests"
-  if has attention || has attention-quick || has gdn; then
+  if has attention || has attention-quick || has_gdn; then
     for b in "$build_dir/tools/dflash_tune/dflash-tune" "$build_dir/tools/bench/kernel_bench"; do
       [ -x "$b" ] || { echo "bench_all.sh: --dry-run needs $b (tools/bench/README.md, Dry runs here)" >&2; exit 2; }
     done
@@ -124,7 +131,7 @@ else
     python3 tools/device/bench_report.py summary "$out" --status "$work/status.tsv"
     exit 1
   fi
-  if has gdn || has step; then
+  if has_gdn || has step; then
     wheels=(.whl/*.whl)
     has step && wheels+=(.whl_py/*.whl)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
@@ -142,10 +149,12 @@ part_attention() {  # $1: attention or attention-quick
   bounded "$(( $(left) - 15 ))" "$work/$1.log" python3 tools/bench/attention_bench.py "${args[@]}" "${dry_arg[@]}"
 }
 
-part_gdn() {
-  bounded "$(( $(left) - 15 ))" "$work/gdn.log" python3 tools/bench/gdn_bench.py --build-dir "$build_dir" \
+part_gdn() {  # $1: gdn or gdn-quick
+  local args=()
+  [ "$1" = gdn-quick ] && args+=(--shapes 0,1)
+  bounded "$(( $(left) - 15 ))" "$work/$1.log" python3 tools/bench/gdn_bench.py --build-dir "$build_dir" \
     --cache-dir "$cache" --out "$out/gdn" --work-dir "$work/gdn" --budget "${budget:-12}" --reps 10 \
-    --portable-arch sm_90 "${dry_arg[@]}"
+    --portable-arch sm_90 "${args[@]}" "${dry_arg[@]}"
 }
 
 part_step() {  # dflash-train's step, then the Python stack's (it keeps ~120 s of what is left: it runs ~90 s)
@@ -211,7 +220,7 @@ for part in "${parts[@]}"; do
   ts=$(date +%s)
   case "$part" in
     attention|attention-quick) part_attention "$part" ;;
-    gdn) part_gdn ;;
+    gdn|gdn-quick) part_gdn "$part" ;;
     step) part_step ;;
     launch) part_launch ;;
   esac
