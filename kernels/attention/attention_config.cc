@@ -144,7 +144,7 @@ std::string TunerSkipReason(const tuner::Config& c, Direction dir) {
   if (dir == Direction::kBackward && Get(c, "kernel") == 4)
     return std::string(kSkippedByTuner) +
            "backward kernel 4 (kernel 3 with the next item's wait under the dK product) is not established: -7 % to "
-           "+3 % against kernel 3 in one H100 run, a spread wider than its difference";
+           "+3 % against kernel 3 in one H100 A/B, a tie with it in the tuner's final round (DFlash full 512)";
   return "";
 }
 
