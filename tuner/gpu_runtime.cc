@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdio>
 #include <mutex>
 #include <thread>
@@ -84,6 +86,7 @@ Status LoadDriver(DriverApi* api) {
   DFLASH_RESOLVE(DevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease);
   DFLASH_RESOLVE(CtxSetCurrent, cuCtxSetCurrent);
   DFLASH_RESOLVE(CtxGetCurrent, cuCtxGetCurrent);
+  DFLASH_RESOLVE(CtxGetDevice, cuCtxGetDevice);
   DFLASH_RESOLVE(CtxGetId, cuCtxGetId);
   DFLASH_RESOLVE(CtxSynchronize, cuCtxSynchronize);
   DFLASH_RESOLVE(MemAlloc, cuMemAlloc);
@@ -205,6 +208,22 @@ int DeviceCount() {
   int count = 0;
   if ((*api)->DeviceGetCount(&count) != CUDA_SUCCESS) return 0;
   return count;
+}
+
+Result<int> CurrentDeviceSmCount() {
+  DFLASH_ASSIGN_OR_RETURN(const DriverApi* api, Driver());
+  CUdevice dev = 0;
+  DFLASH_RETURN_IF_ERROR(Format(api, api->CtxGetDevice(&dev), "cuCtxGetDevice", "the current context"));
+  static std::array<std::atomic<int>, 64> cached{};  // 0: not read yet
+  const bool cacheable = dev >= 0 && dev < static_cast<CUdevice>(cached.size());
+  if (cacheable) {
+    if (const int n = cached[static_cast<std::size_t>(dev)].load(std::memory_order_relaxed); n > 0) return n;
+  }
+  int n = 0;
+  DFLASH_RETURN_IF_ERROR(Format(api, api->DeviceGetAttribute(&n, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+                                "cuDeviceGetAttribute(SM count)", "the current device"));
+  if (cacheable) cached[static_cast<std::size_t>(dev)].store(n, std::memory_order_relaxed);
+  return n;
 }
 
 Status CheckCu(CUresult r, std::string_view call, std::string_view label) {

@@ -36,6 +36,7 @@ struct DriverApi {
   decltype(&::cuDevicePrimaryCtxRelease) DevicePrimaryCtxRelease;
   decltype(&::cuCtxSetCurrent) CtxSetCurrent;
   decltype(&::cuCtxGetCurrent) CtxGetCurrent;
+  decltype(&::cuCtxGetDevice) CtxGetDevice;
   decltype(&::cuCtxGetId) CtxGetId;
   decltype(&::cuCtxSynchronize) CtxSynchronize;
   decltype(&::cuMemAlloc) MemAlloc;
@@ -90,6 +91,9 @@ struct DriverApi {
 Result<const DriverApi*> Driver();
 // Number of CUDA devices; 0 (not an error) when there is no driver or no device.
 int DeviceCount();
+// The SM count of the current context's device (read once per device, then cached; thread-safe): the grid of a
+// persistent kernel (one block per SM). Errors: no driver, no current context.
+Result<int> CurrentDeviceSmCount();
 // "cuLaunchKernel failed for conv1d/variant X: CUDA_ERROR_INVALID_VALUE (invalid argument)" style Status.
 Status CheckCu(CUresult r, std::string_view call, std::string_view label = {});
 

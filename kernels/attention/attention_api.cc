@@ -1,5 +1,6 @@
 #include "kernels/attention/attention_api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -143,7 +144,12 @@ Status RunLaunches(const tuner::LoadedVariant& winner, const std::vector<KernelL
     DFLASH_ASSIGN_OR_RETURN(CUfunction f, winner.Function(l.name_expression));
     if (l.tensor_maps && maps == nullptr) return Invalid(l.name_expression + " needs tensor maps");
     void* args[] = {&params, maps};
-    DFLASH_RETURN_IF_ERROR(gpu::Launch(f, {l.grid_x, l.grid_y, l.grid_z}, {l.threads, 1, 1}, l.shared_bytes, stream,
+    unsigned grid_x = l.grid_x;
+    if (l.persistent) {
+      DFLASH_ASSIGN_OR_RETURN(const int sms, gpu::CurrentDeviceSmCount());
+      grid_x = std::min(grid_x, static_cast<unsigned>(sms));
+    }
+    DFLASH_RETURN_IF_ERROR(gpu::Launch(f, {grid_x, l.grid_y, l.grid_z}, {l.threads, 1, 1}, l.shared_bytes, stream,
                                        args, winner.label + " " + l.name_expression));
   }
   return Status::Ok();

@@ -41,13 +41,14 @@ std::vector<tuner::TunableParam> ForwardParams() {
           {"block_n", {32, 64, 128}, "kv rows per shared-memory tile"},
           {"warps", {4, 8}, "warps per block (each owns block_m / warps query rows)"},
           {"stages", {1, 2, 3}, "kv tile buffers (2 = cp.async double buffering; kernel 2 takes 3, kernels 3-5 2 or 3)"},
-          {"kernel", {0, 1, 2, 3, 4, 5},
+          {"kernel", {0, 1, 2, 3, 4, 5, 6},
            "0: mma.sync (AttnFwd, the portable tier: sm_80 and later); 1: wgmma (AttnFwdWgmma, the Hopper tier: "
            "sm_90a only; one warpgroup per 64 query rows, warps 4); 2: as 1 with the softmax of each kv tile "
            "overlapping the next tile's QK^T (stages 3); 3: warp-specialised (AttnFwdTma, sm_90a only: a producer "
            "warpgroup loads Q, K, V with the bulk tensor copy engine, two consumer warpgroups of 64 query rows, "
            "block_m 128); 4: as 3 with the softmax of the next tile overlapping this tile's PV; 5: as 4 with the two "
-           "consumers issuing their products in turns"}};
+           "consumers issuing their products in turns; 6: 5 as a persistent kernel (AttnFwdTmaPersistent: one block "
+           "per SM walks query tiles, each tile's start and end under its neighbours' products; head dim <= 128)"}};
 }
 
 std::vector<tuner::TunableParam> BackwardParams() {
@@ -93,6 +94,7 @@ bool IsWarpSpecialisedBackward(const tuner::Config& config) { return Get(config,
 
 int ForwardSmemBytes(const tuner::Config& c, const ProblemSpec& p) {
   const int d = static_cast<int>(p.head_dim), bn = Get(c, "block_n"), st = Get(c, "stages");
+  if (Get(c, "kernel") == 6) return dflash_attn::FwdTmaPersistentSmemBytes(d, bn, st);
   return IsWarpSpecialisedForward(c) ? dflash_attn::FwdTmaSmemBytes(d, bn, st)
                                      : dflash_attn::FwdSmemBytes(d, Get(c, "block_m"), bn, st);
 }
@@ -108,7 +110,7 @@ std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
   if (c.size() != 4 + (c.count("kernel") ? 1u : 0u))
     return "forward config needs exactly block_m, block_n, warps, stages (and optionally kernel)";
   const int kernel = Get(c, "kernel");
-  if (kernel < 0 || kernel > 5) return "kernel must be 0 .. 5";
+  if (kernel < 0 || kernel > 6) return "kernel must be 0 .. 6";
   if ((p.seq_kv + bn - 1) / bn > dflash_attn::kMaxTiles) return "seq_kv exceeds the tile-class table (" + std::to_string(dflash_attn::kMaxTiles) + " kv tiles)";
   if (IsHopperTier(c)) {
     if (w != 4) return "the wgmma kernel has one warpgroup per 64 query rows: warps must be 4";
@@ -120,6 +122,7 @@ std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
       return "the warp-specialised kernel has two consumer warpgroups: block_m " +
              std::to_string(dflash_attn::kTmaFwdBlockM);
     if (IsWarpSpecialisedForward(c) && st != 2 && st != 3) return "the warp-specialised kernel takes stages 2 or 3";
+    if (kernel == 6 && p.head_dim > 128) return "the persistent kernel keeps two Q tiles: head dim 64 or 128";
     // Per thread: O (head_dim / 2 fp32), S (block_n / 2; twice with kernel 2), P (block_n / 4 bf16 pairs; twice with
     // kernels 4 and 5).
     const int regs = static_cast<int>(p.head_dim) / 2 + (kernel == 2 ? 2 : 1) * bn / 2 + (kernel >= 4 ? 2 : 1) * bn / 4;
@@ -141,6 +144,8 @@ std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
 bool IsTunerSkip(std::string_view invalid_reason) { return invalid_reason.starts_with(kSkippedByTuner); }
 
 std::string TunerSkipReason(const tuner::Config& c, Direction dir) {
+  if (dir == Direction::kForward && Get(c, "kernel") == 6)
+    return std::string(kSkippedByTuner) + "forward kernel 6 (the persistent kernel 5) has not run on a GPU yet";
   if (dir == Direction::kBackward && Get(c, "kernel") == 4)
     return std::string(kSkippedByTuner) +
            "backward kernel 4 (kernel 3 with the next item's wait under the dK product) is not established: -7 % to "
@@ -195,6 +200,15 @@ std::vector<KernelLaunch> ForwardLaunches(const tuner::Config& c, const ProblemS
   const int bm = Get(c, "block_m"), bn = Get(c, "block_n"), w = Get(c, "warps"), st = Get(c, "stages");
   const int d = static_cast<int>(p.head_dim);
   KernelLaunch k;
+  if (Get(c, "kernel") == 6) {  // one block per SM (the launch clamps the grid), tiles in the schedule's order
+    k.name_expression = Expr("AttnFwdTmaPersistent", {d, bn, st, p.compiled_mask()});
+    k.threads = dflash_attn::kTmaFwdThreads;
+    k.tensor_maps = true;
+    k.persistent = true;
+    k.grid_x = static_cast<unsigned>(p.heads_q * p.batch) * CeilDiv(p.seq_q, bm);
+    k.shared_bytes = static_cast<unsigned>(ForwardSmemBytes(c, p));
+    return {k};
+  }
   if (IsWarpSpecialisedForward(c)) {
     k.name_expression = Expr("AttnFwdTma", {d, bn, st, Get(c, "kernel") - 3, p.compiled_mask()});
     k.threads = dflash_attn::kTmaFwdThreads;

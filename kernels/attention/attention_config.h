@@ -3,8 +3,8 @@
 // config is invalid for a problem.
 // Forward params: block_m (query rows per block), block_n (kv rows per tile), warps, stages (kv buffers), kernel
 // (0: AttnFwd on mma.sync, the portable tier; 1: AttnFwdWgmma on wgmma, the Hopper tier, sm_90a only; 2: the same
-// with each tile's softmax overlapping the next tile's QK^T, stages 3; 3-5: AttnFwdTma, warp-specialised; a config
-// without kernel means 0).
+// with each tile's softmax overlapping the next tile's QK^T, stages 3; 3-5: AttnFwdTma, warp-specialised; 6:
+// AttnFwdTmaPersistent, kernel 5 as a persistent kernel; a config without kernel means 0).
 // Backward params: block_m (query rows per inner tile), block_n (kv rows per block; warps = block_n / 16),
 // stages (query-tile buffers), dq_mode (0: fp32 atomics into an accumulator + a convert pass; 1: a separate
 // dQ pass of tile block_m x 64 that recomputes P and dP, deterministic, no accumulator), warp_layout (1: each
@@ -36,6 +36,7 @@ struct KernelLaunch {
   unsigned threads = 0;
   unsigned shared_bytes = 0;
   bool tensor_maps = false;  // takes tensor maps after the AttnParams (AttnTmaMaps forward, AttnBwdTmaMaps backward)
+  bool persistent = false;   // grid_x is the work's tile count: the launch clamps it to the device's SM count
 };
 
 // The launches of one forward / backward call, in order. The config must be valid (InvalidReason empty);
@@ -46,7 +47,7 @@ std::vector<KernelLaunch> BackwardLaunches(const tuner::Config& config, const Pr
 std::string ForwardInvalidReason(const tuner::Config& config, const ProblemSpec& bucket);
 std::string BackwardInvalidReason(const tuner::Config& config, const ProblemSpec& bucket);
 // Empty unless the (valid) config is one the tuner should not spend its budget on yet (backward kernel 4: its
-// measured gain is not established). The API and kernel_bench --config still run such a config, and the tests
+// measured gain is not established; forward kernel 6: not run on a GPU yet). The API and kernel_bench --config still run such a config, and the tests
 // compile and check it: IsTunerSkip tells its reason from a real invalid reason.
 std::string TunerSkipReason(const tuner::Config& config, Direction dir);
 bool IsTunerSkip(std::string_view invalid_reason);

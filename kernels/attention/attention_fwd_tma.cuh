@@ -14,8 +14,10 @@
 //     only, masks and exponentiates it into a second P (its row factor is O's next rescale), then waits for the PV.
 //   PIPE 2 (config kernel 5): PIPE 1 with the two consumers issuing their products in turns (ping-pong).
 // The tiles land in the 128-byte swizzled layout of wgmma.cuh (tma.cuh says why the two agree); rows past the
-// tensor's end are zero-filled by the copy engine.
-// Who may include it: attention_kernels_sm90a.cu (NVRTC, sm_90a only). Thread-safety: n/a (device code).
+// tensor's end are zero-filled by the copy engine. The kv ring (FwdKvRing, FwdTmaProduceKv) and the consumers' walk
+// of PIPE 1 / 2 (FwdTmaPipelinedTile) are shared with the persistent kernel 6 (attention_fwd_persistent.cuh).
+// Who may include it: attention_kernels_sm90a.cu, attention_fwd_persistent.cuh (NVRTC, sm_90a only).
+// Thread-safety: n/a (device code).
 #pragma once
 
 #include "attention_fwd_wgmma.cuh"
@@ -30,6 +32,149 @@ struct AttnTmaMaps {
 };
 
 // kTmaFwdBlockM, kTmaFwdThreads: attention_params.cuh (the host follows them).
+
+// The kv ring's mbarriers (STAGES buffers) from `base` on: K and V each "full" (the copy's bytes landed) and
+// "empty" (8 arrivals: every consumer warp). K and V of one buffer are released apart, K as soon as S is done
+// (kernels 4-6 hold K of the next tile and V of this one at the same time, so with one barrier per buffer two
+// buffers could not keep a copy in flight).
+template <int STAGES>
+struct FwdKvRing {
+  unsigned base;
+  __device__ __forceinline__ unsigned full_k(int s) const { return base + 8u * s; }
+  __device__ __forceinline__ unsigned full_v(int s) const { return base + 8u * (STAGES + s); }
+  __device__ __forceinline__ unsigned empty_k(int s) const { return base + 8u * (2 * STAGES + s); }
+  __device__ __forceinline__ unsigned empty_v(int s) const { return base + 8u * (3 * STAGES + s); }
+};
+
+// The producer thread's copies of one query tile's non-empty kv tiles (tile classes sCls) into the ring, from
+// buffer `stage` of round parity `phase` on; `first_round` while no buffer has been filled yet (nothing to wait
+// for). The three positions carry over to the next query tile (the persistent kernel's).
+template <int D, int BN, int STAGES>
+__device__ __forceinline__ void FwdTmaProduceKv(const AttnTmaMaps& maps, const FwdKvRing<STAGES>& ring,
+                                                const unsigned char* sCls, int nkt, unsigned k_addr, unsigned v_addr,
+                                                int hk, int b, int& stage, unsigned& phase, bool& first_round) {
+  constexpr unsigned kTileBytes = BN * D * 2;
+  for (int t = NextNonEmpty(sCls, 0, nkt, kMaxTiles); t < nkt; t = NextNonEmpty(sCls, t + 1, nkt, kMaxTiles)) {
+    if (!first_round) mbarrier_wait(ring.empty_k(stage), phase ^ 1);  // the consumers released the last round's K
+    mbarrier_arrive_expect_tx(ring.full_k(stage), kTileBytes);
+#pragma unroll
+    for (int cb = 0; cb < D / 64; ++cb)
+      tma_load_4d(k_addr + stage * kTileBytes + cb * BN * 128, &maps.k, ring.full_k(stage), cb * 64, t * BN, hk, b);
+    if (!first_round) mbarrier_wait(ring.empty_v(stage), phase ^ 1);
+    mbarrier_arrive_expect_tx(ring.full_v(stage), kTileBytes);
+#pragma unroll
+    for (int cb = 0; cb < D / 64; ++cb)
+      tma_load_4d(v_addr + stage * kTileBytes + cb * BN * 128, &maps.v, ring.full_v(stage), cb * 64, t * BN, hk, b);
+    if (++stage == STAGES) {
+      stage = 0;
+      phase ^= 1;
+      first_round = false;
+    }
+  }
+}
+
+// A consumer warpgroup's walk over one query tile's non-empty kv tiles with the softmax of the next tile under this
+// tile's PV (PIPE 1; PING_PONG: PIPE 2), from ring buffer `stage` of parity `phase` on (both carry over to the
+// next query tile when RING_GOES_ON; otherwise the last tile's V is never released). O, mrow and lrow accumulate as
+// TileStep's; t: the tile's first non-empty kv tile (nkt for none); Q must have landed.
+template <int D, int BM, int BN, int STAGES, bool PING_PONG, bool RING_GOES_ON>
+__device__ __forceinline__ void FwdTmaPipelinedTile(float (&o)[D / 2], float (&mrow)[2], float (&lrow)[2],
+                                                    const unsigned char* sCls, const RowSpan* sSpan, int nkt,
+                                                    unsigned q_addr, unsigned k_addr, unsigned v_addr,
+                                                    const FwdKvRing<STAGES>& ring, int cwg, int row_in_tile, int lane,
+                                                    float scale_log2, int t, int& stage, unsigned& phase) {
+  constexpr unsigned kTileBytes = BN * D * 2;
+  unsigned pk[BN / 8][2];
+  float s[BN / 2];
+  if (t < nkt) {  // S and P of the first tile (O is still zero: nothing to rescale)
+    mbarrier_wait(ring.full_k(stage), phase);
+    IssueQkT<D, BM, BN>(s, q_addr, cwg, k_addr + stage * kTileBytes);
+    wgmma_wait_group<0>();
+    wgmma_fence_operand(s);
+    if (lane == 0) mbarrier_arrive(ring.empty_k(stage));
+    if (sCls[t] != kTileFull) MaskPartialTile<BN>(s, sSpan, row_in_tile, t, lane);
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) SoftmaxRow<BN>(s, hr, mrow, lrow, pk, scale_log2);
+  }
+  // O's pending rescale, applied while the next S is on the tensor cores (FA3's order); at head dim 256 that
+  // holds O (128 registers) live across the S issue and spilled 16 B (kernel 5), so there O is rescaled after the
+  // PV's wait instead.
+  constexpr bool kRescaleUnderS = D <= 128;
+  float alpha[2] = {1.f, 1.f};
+  // Every step issues S(tn) and PV(t) unconditionally (the last tile's PV is peeled off below), and P alternates
+  // between two register arrays (the loop runs two steps a pass): with a product issued on one path only, or P
+  // copied back into the array the next PV reads, ptxas serialises every wgmma of the kernel (advisories C7514,
+  // C7513).
+  int tn = t < nkt ? NextNonEmpty(sCls, t + 1, nkt, kMaxTiles) : nkt;
+  unsigned pn[BN / 8][2];
+  // PING_PONG: the two consumers take turns issuing their products (named barriers 1 and 2, 256 threads: a
+  // warpgroup waits for its turn, issues, then gives the turn to the other), so one's softmax runs while the
+  // other's products occupy the tensor cores. Consumer 1 gives consumer 0 the first turn; both run the same
+  // number of steps, and consumer 0 takes the last turn consumer 1 hands it after the loop.
+  if (PING_PONG && cwg == 1) named_barrier_arrive(1, 256);
+  // One step: PV(t) from p_cur while S(tn) is exponentiated into p_next.
+  auto step = [&](unsigned (&p_cur)[BN / 8][2], unsigned (&p_next)[BN / 8][2]) {
+    const int nstage = stage + 1 == STAGES ? 0 : stage + 1;
+    const unsigned nphase = nstage == 0 ? phase ^ 1 : phase;
+    mbarrier_wait(ring.full_k(nstage), nphase);
+    if (PING_PONG) named_barrier_sync(1 + cwg, 256);
+    IssueQkT<D, BM, BN>(s, q_addr, cwg, k_addr + nstage * kTileBytes);  // S(tn) first, then this tile's PV
+    if constexpr (kRescaleUnderS) {
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) RescaleRow<D>(o, hr, alpha[hr]);  // the rescale P(t) was computed against
+    }
+    mbarrier_wait(ring.full_v(stage), phase);
+    IssuePv<D, BN>(o, p_cur, v_addr + stage * kTileBytes);
+    if (PING_PONG) named_barrier_arrive(2 - cwg, 256);
+    wgmma_wait_group<1>();  // S(tn) is done; PV(t) may still run while it is exponentiated
+    wgmma_fence_operand(s);
+    if (lane == 0) mbarrier_arrive(ring.empty_k(nstage));
+    if (sCls[tn] != kTileFull) MaskPartialTile<BN>(s, sSpan, row_in_tile, tn, lane);
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) alpha[hr] = SoftmaxRow<BN>(s, hr, mrow, lrow, p_next, scale_log2);
+    wgmma_wait_group<0>();
+    wgmma_fence_operand(o);
+    wgmma_fence_operand(p_cur);  // PV(t) read p_cur until the wait
+    if (lane == 0) mbarrier_arrive(ring.empty_v(stage));
+    if constexpr (!kRescaleUnderS) {
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) RescaleRow<D>(o, hr, alpha[hr]);
+    }
+    t = tn;
+    tn = NextNonEmpty(sCls, t + 1, nkt, kMaxTiles);
+    stage = nstage;
+    phase = nphase;
+  };
+  bool in_pk = true;  // which array holds P(t)
+  while (tn < nkt) {
+    step(pk, pn);
+    in_pk = false;
+    if (tn >= nkt) break;
+    step(pn, pk);
+    in_pk = true;
+  }
+  if (PING_PONG && cwg == 0) named_barrier_sync(1, 256);
+  if (t < nkt) {  // the last tile's PV
+    mbarrier_wait(ring.full_v(stage), phase);
+    if constexpr (kRescaleUnderS) {
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) RescaleRow<D>(o, hr, alpha[hr]);
+    }
+    if (in_pk) IssuePv<D, BN>(o, pk, v_addr + stage * kTileBytes);
+    else IssuePv<D, BN>(o, pn, v_addr + stage * kTileBytes);
+    wgmma_wait_group<0>();
+    wgmma_fence_operand(o);
+    wgmma_fence_operand(pk);
+    wgmma_fence_operand(pn);
+    if constexpr (RING_GOES_ON) {  // the next query tile's copies reuse the buffer
+      if (lane == 0) mbarrier_arrive(ring.empty_v(stage));
+      if (++stage == STAGES) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+  }
+}
 
 template <int D, int BN, int STAGES, int PIPE, int MASK>
 __global__ void __launch_bounds__(kTmaFwdThreads, 1)
@@ -47,14 +192,9 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
   bf16 *const sQ = sm.q, *const sK = sm.k, *const sV = sm.v;
   RowSpan* const sSpan = sm.span;
   unsigned char* const sCls = sm.cls;
-  // mbarriers: Q landed; per buffer, K and V each "full" (landed) and "empty" (every consumer warp is done with it):
-  // K and V of one buffer are released apart, K as soon as S is done (kernel 4 holds K of the next tile and V of
-  // this one at the same time, so with one barrier per buffer two buffers could not keep a copy in flight).
+  // mbarriers: Q landed, then the kv ring's (FwdKvRing).
   const unsigned bar_q = smem_addr(sCls + kMaxTiles);
-  auto bar_full_k = [&](int s) { return bar_q + 8u * (1 + s); };
-  auto bar_full_v = [&](int s) { return bar_q + 8u * (1 + STAGES + s); };
-  auto bar_empty_k = [&](int s) { return bar_q + 8u * (1 + 2 * STAGES + s); };
-  auto bar_empty_v = [&](int s) { return bar_q + 8u * (1 + 3 * STAGES + s); };
+  const FwdKvRing<STAGES> ring{bar_q + 8u};
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   int b, h, q0, hk;
@@ -67,10 +207,10 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
   if (tid == 0) {
     mbarrier_init(bar_q, 1);
     for (int s = 0; s < STAGES; ++s) {
-      mbarrier_init(bar_full_k(s), 1);
-      mbarrier_init(bar_full_v(s), 1);
-      mbarrier_init(bar_empty_k(s), 2 * 4);  // one arrival per consumer warp
-      mbarrier_init(bar_empty_v(s), 2 * 4);
+      mbarrier_init(ring.full_k(s), 1);
+      mbarrier_init(ring.full_v(s), 1);
+      mbarrier_init(ring.empty_k(s), 2 * 4);  // one arrival per consumer warp
+      mbarrier_init(ring.empty_v(s), 2 * 4);
     }
     fence_mbarrier_init();
   }
@@ -90,23 +230,7 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
     int stage = 0;
     unsigned phase = 0;  // parity of the current round of the ring
     bool first_round = true;
-    for (int t = NextNonEmpty(sCls, 0, nkt, kMaxTiles); t < nkt; t = NextNonEmpty(sCls, t + 1, nkt, kMaxTiles)) {
-      if (!first_round) mbarrier_wait(bar_empty_k(stage), phase ^ 1);  // the consumers released the last round's K
-      mbarrier_arrive_expect_tx(bar_full_k(stage), kTileBytes);
-#pragma unroll
-      for (int cb = 0; cb < D / 64; ++cb)
-        tma_load_4d(k_addr + stage * kTileBytes + cb * BN * 128, &maps.k, bar_full_k(stage), cb * 64, t * BN, hk, b);
-      if (!first_round) mbarrier_wait(bar_empty_v(stage), phase ^ 1);
-      mbarrier_arrive_expect_tx(bar_full_v(stage), kTileBytes);
-#pragma unroll
-      for (int cb = 0; cb < D / 64; ++cb)
-        tma_load_4d(v_addr + stage * kTileBytes + cb * BN * 128, &maps.v, bar_full_v(stage), cb * 64, t * BN, hk, b);
-      if (++stage == STAGES) {
-        stage = 0;
-        phase ^= 1;
-        first_round = false;
-      }
-    }
+    FwdTmaProduceKv<D, BN, STAGES>(maps, ring, sCls, nkt, k_addr, v_addr, hk, b, stage, phase, first_round);
     return;
   }
 
@@ -126,14 +250,14 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
 
   if constexpr (PIPE == 0) {
     while (t < nkt) {
-      mbarrier_wait(bar_full_k(stage), phase);
-      mbarrier_wait(bar_full_v(stage), phase);
+      mbarrier_wait(ring.full_k(stage), phase);
+      mbarrier_wait(ring.full_v(stage), phase);
       TileStep<D, BM, BN>(o, mrow, lrow, pk, q_addr, cwg, k_addr + stage * kTileBytes, v_addr + stage * kTileBytes,
                           sCls[t] != kTileFull, sSpan, row_in_tile, t, lane, scale_log2);
       wgmma_fence_operand(pk);
       if (lane == 0) {
-        mbarrier_arrive(bar_empty_k(stage));
-        mbarrier_arrive(bar_empty_v(stage));
+        mbarrier_arrive(ring.empty_k(stage));
+        mbarrier_arrive(ring.empty_v(stage));
       }
       t = NextNonEmpty(sCls, t + 1, nkt, kMaxTiles);
       if (++stage == STAGES) {
@@ -142,88 +266,8 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
       }
     }
   } else {
-    float s[BN / 2];
-    if (t < nkt) {  // S and P of the first tile (O is still zero: nothing to rescale)
-      mbarrier_wait(bar_full_k(stage), phase);
-      IssueQkT<D, BM, BN>(s, q_addr, cwg, k_addr + stage * kTileBytes);
-      wgmma_wait_group<0>();
-      wgmma_fence_operand(s);
-      if (lane == 0) mbarrier_arrive(bar_empty_k(stage));
-      if (sCls[t] != kTileFull) MaskPartialTile<BN>(s, sSpan, row_in_tile, t, lane);
-#pragma unroll
-      for (int hr = 0; hr < 2; ++hr) SoftmaxRow<BN>(s, hr, mrow, lrow, pk, scale_log2);
-    }
-    // O's pending rescale, applied while the next S is on the tensor cores (FA3's order); at head dim 256 that
-    // holds O (128 registers) live across the S issue and spilled 16 B (kernel 5), so there O is rescaled after the
-    // PV's wait instead.
-    constexpr bool kRescaleUnderS = D <= 128;
-    float alpha[2] = {1.f, 1.f};
-    // Every step issues S(tn) and PV(t) unconditionally (the last tile's PV is peeled off below), and P alternates
-    // between two register arrays (the loop runs two steps a pass): with a product issued on one path only, or P
-    // copied back into the array the next PV reads, ptxas serialises every wgmma of the kernel (advisories C7514,
-    // C7513).
-    int tn = t < nkt ? NextNonEmpty(sCls, t + 1, nkt, kMaxTiles) : nkt;
-    unsigned pn[BN / 8][2];
-    // PIPE 2: the two consumers take turns issuing their products (named barriers 1 and 2, 256 threads: a
-    // warpgroup waits for its turn, issues, then gives the turn to the other), so one's softmax runs while the
-    // other's products occupy the tensor cores. Consumer 1 gives consumer 0 the first turn; both run the same
-    // number of steps, and consumer 0 takes the last turn consumer 1 hands it after the loop.
-    if (kPingPong && cwg == 1) named_barrier_arrive(1, 256);
-    // One step: PV(t) from p_cur while S(tn) is exponentiated into p_next.
-    auto step = [&](unsigned (&p_cur)[BN / 8][2], unsigned (&p_next)[BN / 8][2]) {
-      const int nstage = stage + 1 == STAGES ? 0 : stage + 1;
-      const unsigned nphase = nstage == 0 ? phase ^ 1 : phase;
-      mbarrier_wait(bar_full_k(nstage), nphase);
-      if (kPingPong) named_barrier_sync(1 + cwg, 256);
-      IssueQkT<D, BM, BN>(s, q_addr, cwg, k_addr + nstage * kTileBytes);  // S(tn) first, then this tile's PV
-      if constexpr (kRescaleUnderS) {
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) RescaleRow<D>(o, hr, alpha[hr]);  // the rescale P(t) was computed against
-      }
-      mbarrier_wait(bar_full_v(stage), phase);
-      IssuePv<D, BN>(o, p_cur, v_addr + stage * kTileBytes);
-      if (kPingPong) named_barrier_arrive(2 - cwg, 256);
-      wgmma_wait_group<1>();  // S(tn) is done; PV(t) may still run while it is exponentiated
-      wgmma_fence_operand(s);
-      if (lane == 0) mbarrier_arrive(bar_empty_k(nstage));
-      if (sCls[tn] != kTileFull) MaskPartialTile<BN>(s, sSpan, row_in_tile, tn, lane);
-#pragma unroll
-      for (int hr = 0; hr < 2; ++hr) alpha[hr] = SoftmaxRow<BN>(s, hr, mrow, lrow, p_next, scale_log2);
-      wgmma_wait_group<0>();
-      wgmma_fence_operand(o);
-      wgmma_fence_operand(p_cur);  // PV(t) read p_cur until the wait
-      if (lane == 0) mbarrier_arrive(bar_empty_v(stage));
-      if constexpr (!kRescaleUnderS) {
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) RescaleRow<D>(o, hr, alpha[hr]);
-      }
-      t = tn;
-      tn = NextNonEmpty(sCls, t + 1, nkt, kMaxTiles);
-      stage = nstage;
-      phase = nphase;
-    };
-    bool in_pk = true;  // which array holds P(t)
-    while (tn < nkt) {
-      step(pk, pn);
-      in_pk = false;
-      if (tn >= nkt) break;
-      step(pn, pk);
-      in_pk = true;
-    }
-    if (kPingPong && cwg == 0) named_barrier_sync(1, 256);
-    if (t < nkt) {  // the last tile's PV
-      mbarrier_wait(bar_full_v(stage), phase);
-      if constexpr (kRescaleUnderS) {
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) RescaleRow<D>(o, hr, alpha[hr]);
-      }
-      if (in_pk) IssuePv<D, BN>(o, pk, v_addr + stage * kTileBytes);
-      else IssuePv<D, BN>(o, pn, v_addr + stage * kTileBytes);
-      wgmma_wait_group<0>();
-      wgmma_fence_operand(o);
-      wgmma_fence_operand(pk);
-      wgmma_fence_operand(pn);
-    }
+    FwdTmaPipelinedTile<D, BM, BN, STAGES, kPingPong, false>(o, mrow, lrow, sCls, sSpan, nkt, q_addr, k_addr, v_addr,
+                                                              ring, cwg, row_in_tile, lane, scale_log2, t, stage, phase);
   }
 
   StoreRowsOut<D>(p, o, mrow, lrow, b, h, q0 + row_in_tile, Sq, lane);

@@ -6,5 +6,6 @@
 #include "attention_bwd_tma.cuh"
 #include "attention_bwd_wgmma.cuh"
 #include "attention_fwd.cuh"
+#include "attention_fwd_persistent.cuh"
 #include "attention_fwd_tma.cuh"
 #include "attention_fwd_wgmma.cuh"

@@ -115,6 +115,13 @@ constexpr int kTmaFwdThreads = 3 * 128;
 DFLASH_HD constexpr int FwdTmaSmemBytes(int d, int bn, int stages) {
   return FwdSmemBytes(d, kTmaFwdBlockM, bn, stages) + 8 * (1 + 4 * stages);
 }
+// AttnFwdTmaPersistent (attention_fwd_persistent.cuh): two Q tiles, STAGES K and V tiles; two slots of row spans,
+// tile classes and a 16-byte tile header; its mbarriers (Q full / empty and slot full / empty, two each; the kv
+// ring's four per buffer).
+DFLASH_HD constexpr int FwdTmaPersistentSmemBytes(int d, int bn, int stages) {
+  return (2 * kTmaFwdBlockM * d + 2 * stages * bn * d) * 2 + 2 * (kTmaFwdBlockM * 16 + kMaxTiles + 16) +
+         8 * (8 + 4 * stages);
+}
 // Backward dK/dV kernel (AttnBwdKv; AttnBwdWgmma too): K, V tiles; Q, dO tiles per stage; the dS tile; per-row
 // LSE, delta, row spans.
 DFLASH_HD constexpr int BwdSmemBytes(int d, int bm, int bn, int stages) {

@@ -163,6 +163,15 @@ TEST_F(GpuRuntimeTest, PrimaryContextIsTheSharedOneAndCurrent) {
   EXPECT_EQ(current, ctx_->get());
 }
 
+// The persistent kernels' grid: the current context's device's SM count, the same when read again (cached).
+TEST_F(GpuRuntimeTest, CurrentDeviceSmCountIsTheContextsDevices) {
+  for (int i = 0; i < 2; ++i) {
+    Result<int> sms = gpu::CurrentDeviceSmCount();
+    ASSERT_TRUE(sms.ok()) << sms.status().ToString();
+    EXPECT_EQ(*sms, ctx_->info().sm_count);
+  }
+}
+
 TEST_F(GpuRuntimeTest, UnknownOrdinalIsInvalidArgument) {
   EXPECT_EQ(gpu::Context::Primary(gpu::DeviceCount()).status().code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(gpu::Context::Primary(-1).status().code(), ErrorCode::kInvalidArgument);

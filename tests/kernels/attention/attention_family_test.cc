@@ -159,6 +159,16 @@ TEST(AttentionConfig, LaunchesCoverEveryRowAndNameTheMaskKind) {
   EXPECT_EQ(f[0].grid_x, 32u);
   EXPECT_EQ(f[0].grid_z, 1u);
   EXPECT_LE(f[0].shared_bytes, 101376u);
+  // The persistent forward: one launch over every (batch, tile, head); the launch clamps the grid to the SMs.
+  auto fp = ForwardLaunches({{"block_m", 128}, {"block_n", 128}, {"warps", 4}, {"stages", 2}, {"kernel", 6}}, s);
+  ASSERT_EQ(fp.size(), 1u);
+  EXPECT_EQ(fp[0].name_expression, "dflash_attn::AttnFwdTmaPersistent<128,128,2,3>");
+  EXPECT_TRUE(fp[0].persistent);
+  EXPECT_TRUE(fp[0].tensor_maps);
+  EXPECT_EQ(fp[0].grid_x, 32u * 5u * static_cast<unsigned>(s.batch));  // 592 rows: 5 query tiles of 128
+  EXPECT_EQ(fp[0].grid_y * fp[0].grid_z, 1u);
+  EXPECT_EQ(fp[0].shared_bytes, static_cast<unsigned>(dflash_attn::FwdTmaPersistentSmemBytes(128, 128, 2)));
+  EXPECT_FALSE(f[0].persistent);
   auto b = BackwardLaunches({{"block_m", 64}, {"block_n", 64}, {"stages", 1}, {"dq_mode", 0}}, s);
   ASSERT_EQ(b.size(), 3u);
   EXPECT_EQ(b[1].name_expression, "dflash_attn::AttnBwdKv<128,64,64,4,1,3,true>");

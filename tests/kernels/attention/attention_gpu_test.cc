@@ -201,9 +201,10 @@ TEST_F(AttentionGpu, HopperTierForwardMatchesFloat64ForEveryMaskKind) {
   RunCases(cases, 400);
 }
 
-// The warp-specialised forward (kernels 3, 4 and 5: TMA copies by a producer warpgroup, two consumer warpgroups): every
-// mask kind, GQA 4 / 6, head dims 64 / 128 / 256, sizes no tile multiple, q < kv, rows that see nothing, one kv
-// tile, more kv tiles than buffers, packed rows, the 512-anchor shape.
+// The warp-specialised forward (kernels 3, 4 and 5: TMA copies by a producer warpgroup, two consumer warpgroups; 6: 5
+// as a persistent kernel): every mask kind, GQA 4 / 6, head dims 64 / 128 / 256 (6: 64 / 128), sizes no tile
+// multiple, q < kv, rows that see nothing, one kv tile, more kv tiles than buffers, packed rows, the 512-anchor shape
+// (6: also many query tiles a block, batch 2).
 TEST_F(AttentionGpu, WarpSpecialisedForwardMatchesFloat64ForEveryMaskKind) {
   Result<gpu::Context> ctx = gpu::Context::Primary(0);
   ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
@@ -213,9 +214,9 @@ TEST_F(AttentionGpu, WarpSpecialisedForwardMatchesFloat64ForEveryMaskKind) {
   };
   const tuner::KernelFamily* f = &ForwardFamily();
   std::vector<Case> cases;
-  for (int kernel : {3, 4, 5}) {
+  for (int kernel : {3, 4, 5, 6}) {
     for (const char* mask : {"none", "causal", "doc_causal"}) {
-      cases.push_back({f, Problem(mask, 8, 2, 128, 333, 333), tma(128, 2, kernel)});
+      cases.push_back({f, Problem(mask, 8, 2, 128, 333, 333), tma(kernel == 6 && std::string(mask) == "doc_causal" ? 64 : 128, 2, kernel)});
       cases.push_back({f, Problem(mask, 6, 1, 64, 200, 200), tma(64, 3, kernel)});
     }
     cases.push_back({f, Problem("causal", 12, 2, 128, 100, 357), tma(64, 2, kernel)});   // q < kv
@@ -226,10 +227,14 @@ TEST_F(AttentionGpu, WarpSpecialisedForwardMatchesFloat64ForEveryMaskKind) {
       cases.push_back({f, Problem(mask, 6, 1, 64, 13 * 16, 300 + 13 * 16), tma(64, 2, kernel)});
       tuner::Problem packed = Problem(mask, 8, 2, 128, 21 * 16, 500 + 21 * 16);
       packed["doc_bound"] = true;
-      cases.push_back({f, packed, tma(64, 3, kernel)});
+      cases.push_back({f, packed, tma(kernel == 6 ? 128 : 64, kernel == 6 ? 2 : 3, kernel)});
     }
-    cases.push_back({f, Problem("causal", 24, 4, 256, 517, 517), tma(64, 2, kernel)});
-    cases.push_back({f, Problem("doc_causal", 24, 4, 256, 517, 517), tma(64, 2, kernel)});
+    if (kernel == 6) {  // head dim <= 128; many query tiles a block (1024 tiles), batch 2, a partial last tile
+      cases.push_back({f, Problem("causal", 32, 8, 128, 2000, 2000), tma(128, 2, kernel)});
+    } else {
+      cases.push_back({f, Problem("causal", 24, 4, 256, 517, 517), tma(64, 2, kernel)});
+      cases.push_back({f, Problem("doc_causal", 24, 4, 256, 517, 517), tma(64, 2, kernel)});
+    }
     tuner::Problem big = Problem("dflash_full", 32, 8, 128, 512 * 16, 8192 + 512 * 16);
     big["batch"] = 1;
     cases.push_back({f, big, tma(128, 2, kernel)});
