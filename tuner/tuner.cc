@@ -112,12 +112,20 @@ Result<Settled> SettleFinal(const FinalInputs& in) {
     timing[k].repetitions += m.repetitions;
     return m.median_ms;
   };
-  DFLASH_ASSIGN_OR_RETURN(FinalRoundResult r, RunFinalRound(finalists.size(), in.options.final_round.rounds, measure));
+  Result<FinalRoundResult> r = RunFinalRound(finalists.size(), in.options.final_round.rounds, measure);
+  if (!r.ok()) {
+    // A finalist that never ends may still run: unloading the modules would wait for it (as BenchmarkKey leaves a
+    // timed-out candidate's module to the process's exit).
+    if (r.status().code() == ErrorCode::kTimeout) {
+      for (auto& k : kernels) (void)k.release();
+    }
+    return r.status();
+  }
   for (std::size_t k = 0; k < finalists.size(); ++k) {
-    timing[k].median_ms = r.median_ms[k];
+    timing[k].median_ms = r->median_ms[k];
     in.results[in.swept[finalists[k]].result_index].timing = timing[k];
   }
-  return Settled{in.swept[finalists[r.winner]].cand, timing[r.winner]};
+  return Settled{in.swept[finalists[r->winner]].cand, timing[r->winner]};
 }
 
 // Benchmarks the runnable candidates of one key on its GPU and returns the winning entry; fills `results` with

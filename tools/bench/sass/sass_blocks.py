@@ -93,6 +93,9 @@ def fmt(c):
 
 
 def main(argv):
+    if len(argv) < 3 or argv[1] in ('-h', '--help'):
+        print(__doc__)
+        return 0 if len(argv) > 1 and argv[1] in ('-h', '--help') else 2
     funcs = parse(argv[1])
     name = [f for f in funcs if argv[2] in f][0]
     lo = int(argv[3], 16) if len(argv) > 3 and not argv[3].startswith('-') else 0
@@ -150,4 +153,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    main(sys.argv)
+    sys.exit(main(sys.argv))
