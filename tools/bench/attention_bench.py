@@ -34,6 +34,7 @@ Dry run (no torch, no GPU: prints the commands, checks the shapes, the instance 
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -393,6 +394,26 @@ def table(rows):
     return "\n".join(lines)
 
 
+def merge_rounds(rounds):
+    """rounds: one list of rows per round, the same systems in the same order. One row per system: fwd_ms and
+    bwd_ms the median over the rounds (None when a round has none), the rounds' times in the note."""
+    if len(rounds) == 1:
+        return rounds[0]
+    merged = []
+    for i, first in enumerate(rounds[0]):
+        row = dict(first)
+        notes = [first.get("note", "")] if first.get("note") else []
+        for key, label in (("fwd_ms", "fwd"), ("bwd_ms", "bwd")):
+            times = [r[i].get(key) if i < len(r) else None for r in rounds]
+            if first.get(key) is None:
+                continue
+            row[key] = statistics.median(times) if all(t is not None for t in times) else None
+            notes.append("%s rounds %s ms" % (label, " / ".join(fmt(t, ".3f") for t in times)))
+        row["note"] = "; ".join(notes)
+        merged.append(row)
+    return merged
+
+
 def our_row(name, p, fl, fwd, bwd, system="ours (tuned winner)"):
     row = {"shape": name, "system": system, "fwd_flops": fl}
     notes = []
@@ -431,6 +452,10 @@ def main():
     ap.add_argument("--seed", type=int, default=1, help="inputs / anchors seed (default 1)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed runs before timing (default 3)")
     ap.add_argument("--reps", type=int, default=25, help="timed runs, median reported (default 25)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="time every system this many times, ours then the references in each round, and report "
+                         "each system's median over the rounds with the rounds in its note (default 1): the GPU's "
+                         "drift then falls on both sides")
     ap.add_argument("--no-flush", action="store_true", help="do not flush L2 before each timed run (both sides)")
     ap.add_argument("--budget", help="passed to `dflash-tune warmup --budget` (e.g. 40 or 90s)")
     ap.add_argument("--skip-warmup", action="store_true", help="use the cache as it is")
@@ -458,8 +483,8 @@ def main():
         if unknown:
             ap.error("unknown shape(s) %s; known: %s" % (unknown, ", ".join(n for n, _ in SHAPES)))
         shapes = [s for s in SHAPES if s[0] in want]
-    if args.reps < 1 or args.warmup < 0:
-        ap.error("--reps must be >= 1 and --warmup >= 0")
+    if args.reps < 1 or args.warmup < 0 or args.rounds < 1:
+        ap.error("--reps and --rounds must be >= 1 and --warmup >= 0")
     for b in [args.kernel_bench] + ([] if args.dry_run or args.skip_warmup else [args.dflash_tune]):
         if not os.access(b, os.X_OK):
             ap.error("not an executable: %s (build it, or pass --build-dir / --dflash-tune / --kernel-bench)" % b)
@@ -507,59 +532,81 @@ def main():
             if args.portable_arch:
                 r, secs = run_cmd(warmup_cmd(args, shapes, args.portable_arch), log, stream=True)
                 log_line(log, "warmup --arch %s: exit %d, %.1f s" % (args.portable_arch, r.returncode, secs))
+        torch, timer, dev, tv = None, None, "?", "not imported"
+        runs = []  # per round: ({name: [our rows]}, {name: [reference rows]}, {name: kernel_bench JSON})
+        for rnd in range(args.rounds):
+            if args.rounds > 1:
+                log_line(log, "round %d of %d" % (rnd + 1, args.rounds))
+            ours, refs, kbs = {}, {}, {}
+            for name, p in shapes:
+                fwd = run_kernel_bench(args, "attention_fwd", p, log, extra)
+                bwd = None if forward_only(p) else run_kernel_bench(args, "attention_bwd", p, log, extra)
+                kbs[name] = {"fwd": fwd, "bwd": bwd}
+                ours[name] = [our_row(name, p, flops[name], fwd, bwd)]
+                log_line(log, "%s: ours fwd %s ms, bwd %s ms" % (name, fwd.get("median_ms", fwd.get("error")),
+                                                              "-" if bwd is None else
+                                                              bwd.get("median_ms", bwd.get("error"))))
+                if args.portable_arch:
+                    arch = ["--arch", args.portable_arch]
+                    pf = run_kernel_bench(args, "attention_fwd", p, log, extra + arch)
+                    pb = None if forward_only(p) else run_kernel_bench(args, "attention_bwd", p, log, extra + arch)
+                    kbs[name].update({"portable_fwd": pf, "portable_bwd": pb})
+                    ours[name].append(our_row(name, p, flops[name], pf, pb,
+                                              "ours, %s winners (portable tier)" % args.portable_arch))
+            if rnd == 0:
+                try:
+                    import torch  # only now: kernel_bench ran without torch holding the GPU
+                    timer = Timer(torch, args.warmup, args.reps, not args.no_flush)
+                    dev, tv = torch.cuda.get_device_name(0), torch.__version__
+                except Exception as e:  # noqa: BLE001 - our numbers are still reported
+                    torch, dev, tv = None, "?", "unavailable (%s: %s)" % (type(e).__name__, e)
+            for name, p in shapes:
+                others = []
+                if torch is None:
+                    others.append({"system": "flex / SDPA", "note": "not run: torch " + tv})
+                else:
+                    systems = (["FLASH_ATTENTION", "CUDNN_ATTENTION"] if p["mask"] == "causal" else ["flex"])
+                    if args.sm80_peers and is_dflash(p):
+                        systems.append("flex sm80")
+                    for system in systems:
+                        try:
+                            if system == "flex sm80":
+                                others.append(sm80_flex_row(args, name, p, facts[name], log))
+                            elif system == "flex":
+                                others.append(flex_row(torch, timer, name, p, facts[name], args.seed))
+                            else:
+                                others.append(sdpa_row(torch, timer, name, p, args.seed, system))
+                        except Exception as e:  # the comparison must not hide our numbers
+                            others.append({"system": system, "note": ("failed: %s: %s" % (type(e).__name__, e))[:300]})
+                        torch.cuda.empty_cache()
+                for other in others:
+                    other.update({"shape": name, "fwd_flops": flops[name]})
+                refs[name] = others
+                log_line(log, "%s: done" % name)
+            runs.append((ours, refs, kbs))
         rows = []
-        ours = {}
         for name, p in shapes:
-            fwd = run_kernel_bench(args, "attention_fwd", p, log, extra)
-            bwd = None if forward_only(p) else run_kernel_bench(args, "attention_bwd", p, log, extra)
-            results["kernel_bench"][name] = {"fwd": fwd, "bwd": bwd}
-            ours[name] = [our_row(name, p, flops[name], fwd, bwd)]
-            log_line(log, "%s: ours fwd %s ms, bwd %s ms" % (name, fwd.get("median_ms", fwd.get("error")),
-                                                          "-" if bwd is None else
-                                                          bwd.get("median_ms", bwd.get("error"))))
-            if args.portable_arch:
-                arch = ["--arch", args.portable_arch]
-                pf = run_kernel_bench(args, "attention_fwd", p, log, extra + arch)
-                pb = None if forward_only(p) else run_kernel_bench(args, "attention_bwd", p, log, extra + arch)
-                results["kernel_bench"][name].update({"portable_fwd": pf, "portable_bwd": pb})
-                ours[name].append(our_row(name, p, flops[name], pf, pb, "ours, %s winners (portable tier)" % args.portable_arch))
-
-        try:
-            import torch  # only now: kernel_bench ran without torch holding the GPU
-            timer = Timer(torch, args.warmup, args.reps, not args.no_flush)
-            dev, tv = torch.cuda.get_device_name(0), torch.__version__
-        except Exception as e:  # noqa: BLE001 - our numbers are still reported
-            torch, dev, tv = None, "?", "unavailable (%s: %s)" % (type(e).__name__, e)
-        for name, p in shapes:
-            rows.extend(ours[name])
-            others = []
-            if torch is None:
-                others.append({"system": "flex / SDPA", "note": "not run: torch " + tv})
-            else:
-                systems = (["FLASH_ATTENTION", "CUDNN_ATTENTION"] if p["mask"] == "causal" else ["flex"])
-                if args.sm80_peers and is_dflash(p):
-                    systems.append("flex sm80")
-                for system in systems:
-                    try:
-                        if system == "flex sm80":
-                            others.append(sm80_flex_row(args, name, p, facts[name], log))
-                        elif system == "flex":
-                            others.append(flex_row(torch, timer, name, p, facts[name], args.seed))
-                        else:
-                            others.append(sdpa_row(torch, timer, name, p, args.seed, system))
-                    except Exception as e:  # the comparison must not hide our numbers
-                        others.append({"system": system, "note": ("failed: %s: %s" % (type(e).__name__, e))[:300]})
-                    torch.cuda.empty_cache()
-            for other in others:
-                other.update({"shape": name, "fwd_flops": flops[name]})
-            results["torch"][name] = others
-            rows.extend(others)
-            log_line(log, "%s: done" % name)
+            merged_ours = merge_rounds([r[0][name] for r in runs])
+            merged_refs = merge_rounds([r[1][name] for r in runs])
+            rows.extend(merged_ours + merged_refs)
+            results["torch"][name] = merged_refs
+            kb = dict(runs[0][2][name])
+            for key in ("fwd", "bwd", "portable_fwd", "portable_bwd"):
+                if kb.get(key) is None or "median_ms" not in kb[key]:
+                    continue
+                times = [r[2][name][key].get("median_ms") for r in runs]
+                if all(t is not None for t in times):
+                    kb[key] = dict(kb[key], median_ms=statistics.median(times), rounds_ms=times)
+            results["kernel_bench"][name] = kb
+        results["rounds"] = args.rounds
         text = table(rows)
         header = ("Attention, %s, torch %s; median of %d after %d warm-ups, L2 %s; anchors from seed %d "
-                  "(identical for all systems)\n\n" % (dev, tv, args.reps, args.warmup,
-                                                       "not flushed" if args.no_flush else "flushed before each run",
-                                                       args.seed))
+                  "(identical for all systems)%s\n\n" % (dev, tv, args.reps, args.warmup,
+                                                         "not flushed" if args.no_flush else "flushed before each run",
+                                                         args.seed,
+                                                         "" if args.rounds == 1 else
+                                                         "; every system timed in %d rounds (ours, then the "
+                                                         "references), its median over the rounds shown" % args.rounds))
         with open(os.path.join(args.out, "attention_bench.md"), "w") as f:
             f.write(header + text + "\n")
         with open(os.path.join(args.out, "attention_bench.json"), "w") as f:

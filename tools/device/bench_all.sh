@@ -3,7 +3,9 @@
 # limit of one call allows. Builds once per call (tools/device/gpu_run.sh, only the targets the chosen parts need),
 # then runs the parts in the order given, each bounded by what is left of --deadline, and prints a short summary
 # table last.
-#   bash tools/device/bench_all.sh [--deadline S] [--budget N] [--dry-run [--build-dir DIR]] PART...
+#   bash tools/device/bench_all.sh [--deadline S] [--budget N] [--rounds N] [--dry-run [--build-dir DIR]] PART...
+# --rounds N (attention parts): every system timed in N rounds, ours then the references, medians shown
+# (attention_bench.py --rounds; ~+20 s a round at attention-quick).
 # Parts, with their time on one H200 (the build of dflash-tune + kernel_bench takes 26-34 s of it):
 #   attention        tools/bench/attention_bench.py, all 7 shapes: our tuned winners vs torch.compile(flex_attention)
 #                    with the same BlockMask (DFlash full / sliding, 512 and 128 anchors; the target's head-dim-256
@@ -41,6 +43,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 deadline=570
 budget=""
+rounds=1
 dry=0
 build_dir=""
 parts=()
@@ -48,9 +51,10 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --deadline) deadline="$2"; shift 2 ;;
     --budget) budget="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --build-dir) build_dir="$2"; shift 2 ;;
-    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
     attention|attention-quick|gdn|gdn-quick|step|launch)
       case " ${parts[*]:-} " in *" $1 "*) ;; *) parts+=("$1") ;; esac; shift ;;
     *) echo "bench_all.sh: unknown argument $1 (parts: attention attention-quick gdn gdn-quick step launch; --help)" >&2; exit 2 ;;
@@ -146,6 +150,7 @@ part_attention() {  # $1: attention or attention-quick
   local args=(--build-dir "$build_dir" --cache-dir "$cache" --out "$out/attention" --work-dir "$work/attention")
   [ "$1" = attention-quick ] && args+=(--quick)
   [ -n "$budget" ] && args+=(--budget "$budget")
+  [ "$rounds" != 1 ] && args+=(--rounds "$rounds")
   bounded "$(( $(left) - 15 ))" "$work/$1.log" python3 tools/bench/attention_bench.py "${args[@]}" "${dry_arg[@]}"
 }
 
