@@ -1,7 +1,6 @@
 #include "tuner/final_round.h"
 
 #include <algorithm>
-#include <cmath>
 #include <numeric>
 #include <string>
 

@@ -62,11 +62,10 @@ struct KeyBenchmark {
   std::vector<cache::CandidateResult>& results;
 };
 
-// A variant that passed the sweep: its candidate, its row in the key's results, its sweep time.
+// A variant that passed the sweep: its candidate and its row (with its sweep time) in the key's results.
 struct Swept {
   const CompiledCandidate* cand;
   std::size_t result_index;
-  double ms;
 };
 
 struct Settled {
@@ -90,7 +89,7 @@ struct FinalInputs {
 // the GPU busy).
 Result<Settled> SettleFinal(const FinalInputs& in) {
   std::vector<double> sweep_ms;
-  for (const Swept& s : in.swept) sweep_ms.push_back(s.ms);
+  for (const Swept& s : in.swept) sweep_ms.push_back(in.results[s.result_index].timing.median_ms);
   const std::vector<std::size_t> finalists = SelectFinalists(sweep_ms, in.options.final_round);
   std::vector<std::unique_ptr<LoadedKernel>> kernels;
   std::vector<std::string> labels;
@@ -212,7 +211,7 @@ Result<cache::Entry> BenchmarkKey(const KeyBenchmark& b) {
     if (result.outcome == cache::Outcome::kOk) {
       plan.Report(*next, result.timing.median_ms);
       if (!best || result.timing.median_ms < best->second.median_ms) best = {{&cand, result.timing}};
-      swept.push_back({&cand, results.size(), result.timing.median_ms});
+      swept.push_back({&cand, results.size()});
     } else {
       plan.Report(*next, std::nullopt);
       ++counts.failed;

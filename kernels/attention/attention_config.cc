@@ -124,7 +124,7 @@ std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
     if (IsWarpSpecialisedForward(c) && st != 2 && st != 3) return "the warp-specialised kernel takes stages 2 or 3";
     if (kernel == 6 && p.head_dim > 128) return "the persistent kernel keeps two Q tiles: head dim 64 or 128";
     // Per thread: O (head_dim / 2 fp32), S (block_n / 2; twice with kernel 2), P (block_n / 4 bf16 pairs; twice with
-    // kernels 4 and 5).
+    // kernels 4-6).
     const int regs = static_cast<int>(p.head_dim) / 2 + (kernel == 2 ? 2 : 1) * bn / 2 + (kernel >= 4 ? 2 : 1) * bn / 4;
     if (regs > 224) return "accumulators need " + std::to_string(regs) + " registers per thread (> 224): would spill";
     if (ForwardSmemBytes(c, p) > 227 * 1024) return "shared memory exceeds 227 KiB";
@@ -199,18 +199,11 @@ std::string BackwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) 
 std::vector<KernelLaunch> ForwardLaunches(const tuner::Config& c, const ProblemSpec& p) {
   const int bm = Get(c, "block_m"), bn = Get(c, "block_n"), w = Get(c, "warps"), st = Get(c, "stages");
   const int d = static_cast<int>(p.head_dim);
+  const bool persistent = Get(c, "kernel") == 6;
   KernelLaunch k;
-  if (Get(c, "kernel") == 6) {  // one block per SM (the launch clamps the grid), tiles in the schedule's order
-    k.name_expression = Expr("AttnFwdTmaPersistent", {d, bn, st, p.compiled_mask()});
-    k.threads = dflash_attn::kTmaFwdThreads;
-    k.tensor_maps = true;
-    k.persistent = true;
-    k.grid_x = static_cast<unsigned>(p.heads_q * p.batch) * CeilDiv(p.seq_q, bm);
-    k.shared_bytes = static_cast<unsigned>(ForwardSmemBytes(c, p));
-    return {k};
-  }
   if (IsWarpSpecialisedForward(c)) {
-    k.name_expression = Expr("AttnFwdTma", {d, bn, st, Get(c, "kernel") - 3, p.compiled_mask()});
+    k.name_expression = persistent ? Expr("AttnFwdTmaPersistent", {d, bn, st, p.compiled_mask()})
+                                   : Expr("AttnFwdTma", {d, bn, st, Get(c, "kernel") - 3, p.compiled_mask()});
     k.threads = dflash_attn::kTmaFwdThreads;
     k.tensor_maps = true;
   } else if (IsHopperTier(c)) {
@@ -223,6 +216,11 @@ std::vector<KernelLaunch> ForwardLaunches(const tuner::Config& c, const ProblemS
   k.grid_x = static_cast<unsigned>(p.heads_q);  // (heads, tiles, batch): attention_schedule.cuh
   k.grid_y = CeilDiv(p.seq_q, bm);
   k.grid_z = static_cast<unsigned>(p.batch);
+  if (persistent) {  // one block per SM walks the same tiles in the same order (the launch clamps the grid)
+    k.persistent = true;
+    k.grid_x *= k.grid_y * k.grid_z;
+    k.grid_y = k.grid_z = 1;
+  }
   k.shared_bytes = static_cast<unsigned>(ForwardSmemBytes(c, p));
   return {k};
 }

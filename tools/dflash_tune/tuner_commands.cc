@@ -336,9 +336,12 @@ void AddTunerCommands(CLI::App& app, GlobalOptions& g, Action* run) {
   w->add_option("--budget", a->budget, "Benchmark at most N variants per problem (40) or for N seconds (90s)");
   w->add_flag("--allow-spills", a->allow_spills, "Keep variants that spill registers");
   w->add_option("--seed", a->seed, "Seed for random inputs and sampling (default: random)");
+  const tuner::FinalRoundOptions final_round;
   w->add_option("--final-rounds", a->final_rounds,
-                "Rounds in which each key's fastest variants (within 5 % of the sweep's best, at most 4) are measured "
-                "again in turns; the lowest median wins (default 3; 0: the sweep's best wins)");
+                "Rounds in which each key's fastest variants (within " +
+                    std::to_string(static_cast<int>(final_round.margin * 100 + 0.5)) + " % of the sweep's best, at most " +
+                    std::to_string(final_round.max_finalists) + ") are measured again in turns; the lowest median wins "
+                    "(default " + std::to_string(final_round.rounds) + "; 0: the sweep's best wins)");
   w->add_option("--timeout-ms", a->timeout_ms,
                 "Bound on one launch of a candidate in ms (default 10000); past it the variant is recorded as timed "
                 "out, its GPU takes no more keys and the warmup exits with code 2 after its summary");
