@@ -144,8 +144,6 @@ std::string ForwardInvalidReason(const tuner::Config& c, const ProblemSpec& p) {
 bool IsTunerSkip(std::string_view invalid_reason) { return invalid_reason.starts_with(kSkippedByTuner); }
 
 std::string TunerSkipReason(const tuner::Config& c, Direction dir) {
-  if (dir == Direction::kForward && Get(c, "kernel") == 6)
-    return std::string(kSkippedByTuner) + "forward kernel 6 (the persistent kernel 5) has not run on a GPU yet";
   if (dir == Direction::kBackward && Get(c, "kernel") == 4)
     return std::string(kSkippedByTuner) +
            "backward kernel 4 (kernel 3 with the next item's wait under the dK product) is not established: -7 % to "

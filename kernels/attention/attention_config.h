@@ -47,7 +47,7 @@ std::vector<KernelLaunch> BackwardLaunches(const tuner::Config& config, const Pr
 std::string ForwardInvalidReason(const tuner::Config& config, const ProblemSpec& bucket);
 std::string BackwardInvalidReason(const tuner::Config& config, const ProblemSpec& bucket);
 // Empty unless the (valid) config is one the tuner should not spend its budget on yet (backward kernel 4: its
-// measured gain is not established; forward kernel 6: not run on a GPU yet). The API and kernel_bench --config still run such a config, and the tests
+// measured gain is not established). The API and kernel_bench --config still run such a config, and the tests
 // compile and check it: IsTunerSkip tells its reason from a real invalid reason.
 std::string TunerSkipReason(const tuner::Config& config, Direction dir);
 bool IsTunerSkip(std::string_view invalid_reason);

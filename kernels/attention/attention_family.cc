@@ -26,15 +26,17 @@ class AttentionFamily final : public kernels::SpecFamily<ProblemSpec> {
                    dir == Direction::kForward ? ForwardParams() : BackwardParams()),
         dir_(dir) {}
 
-  // The tuned winners on the H200 (kernels/attention/NOTES.md): forward 128 x 64, 4 warps, 2 stages
-  // for every mask kind on the portable tier, and the Hopper tier's 128 x 128 first (the warp-specialised kernel
-  // with and without its softmax overlap, then kernels 2 and 1; skipped where the arch is not sm_90a); backward FA2's 2-D warp layout at 64 x 128 (2 stages for DFlash full 512 with every kv
-  // head in flight and for causal in L2-sized head groups; 1 stage, head groups for DFlash full 128) and 64 x 64
-  // (1 stage) for the sliding layers, after the Hopper tier's: the warp-specialised backward (DFlash full: kernel 2;
-  // sliding: kernel 3; causal: kernel 3 in head groups) and the wgmma backward at 64 x 128 and 64 x 64 (2 stages).
+  // The tuned winners on the H200 (kernels/attention/NOTES.md): forward 128 x 64, 4 warps, 2 stages for every mask
+  // kind on the portable tier, and the Hopper tier's 128 x 128 first (the warp-specialised kernel 3, the persistent
+  // kernel 6, kernels 5 and 4, then kernels 2 and 1; skipped where the arch is not sm_90a); backward FA2's 2-D warp
+  // layout at 64 x 128 (2 stages for DFlash full 512 with every kv head in flight and for causal in L2-sized head
+  // groups; 1 stage, head groups for DFlash full 128) and 64 x 64 (1 stage) for the sliding layers, after the Hopper
+  // tier's: the warp-specialised backward (DFlash full: kernel 2; sliding: kernel 3; causal: kernel 3 in head
+  // groups) and the wgmma backward at 64 x 128 and 64 x 64 (2 stages).
   std::vector<tuner::Config> SeedConfigs(const tuner::Problem&) const override {
     if (dir_ == Direction::kForward)
       return {{{"block_m", 128}, {"block_n", 128}, {"warps", 4}, {"stages", 2}, {"kernel", 3}},
+              {{"block_m", 128}, {"block_n", 128}, {"warps", 4}, {"stages", 2}, {"kernel", 6}},
               {{"block_m", 128}, {"block_n", 128}, {"warps", 4}, {"stages", 2}, {"kernel", 5}},
               {{"block_m", 128}, {"block_n", 128}, {"warps", 4}, {"stages", 2}, {"kernel", 4}},
               {{"block_m", 128}, {"block_n", 64}, {"warps", 4}, {"stages", 2}, {"kernel", 3}},
