@@ -14,8 +14,8 @@
 //   BULK_DQ (config kernel 3): instead of 8-byte reductions from every consumer thread, the consumers write the
 //     item's 64 x D fp32 dQ tile into shared memory (BwdDqSmemStage) and warp 2 of the producer warpgroup adds it
 //     to the accumulator with one bulk reduce-add (the rows are contiguous in DqAccumOffset's layout). With it,
-//     BwdWgmmaItem reads the item's LSE and delta from shared memory and waits for the dQ staging buffer before the
-//     waits for the products, not after them (EARLY_READS).
+//     BwdWgmmaItem reads the item's LSE from shared memory before it issues the products, and delta and the dQ
+//     staging buffer's wait before it waits for them (EARLY_READS).
 //   NEXT_WAIT (config kernel 4, with BULK_DQ): the consumers wait for the next item's "full" barrier before the
 //     wait for this item's dK product, not after it.
 // Block shape: kTmaBwdBlockM x kTmaBwdBlockN (attention_params.cuh), head dim 128 (at 64 the dQ split of two

@@ -72,6 +72,16 @@ __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem&
   static_assert(MH <= NWG && DQ_COLS % 64 == 0, "dQ split into m64n64 tiles among the warpgroups");
   const float scale_log2 = p.scale * kLog2e;
   const unsigned q_addr = smem_addr(item.q), do_addr = smem_addr(item.dout);
+  // EARLY_READS: the item's LSE at this thread's query columns read before S^T and dP^T are issued. Read after the
+  // issue, the loads queued behind the products' operand reads and the first P^T element waited on them (H100 ncu:
+  // ~5 % of the backward's stall samples, short scoreboard); delta is read under the products (before dP^T's wait:
+  // with it here too, the DFlash kernel spilled 8 B), and a staged dQ's buffer wait (acquire) before the first dQ
+  // pass's.
+  [[maybe_unused]] float2 lse_early[EARLY_READS ? BM / 8 : 1];
+  if constexpr (EARLY_READS) {
+#pragma unroll
+    for (int j = 0; j < BM / 8; ++j) lse_early[j] = *reinterpret_cast<const float2*>(item.lse + j * 8 + (lane & 3) * 2);
+  }
   // 1. S^T and dP^T, one commit group each.
   float s[BM / 2], dp[BM / 2];
   wgmma_fence();
@@ -80,14 +90,6 @@ __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem&
   WgmmaSSKMajor<BM, BN, D / 16>(dp, v_addr, wg * 64, do_addr);
   wgmma_commit_group();
   after_issue();  // the walk's next copies (AttnBwdWgmma) or nothing (AttnBwdTma)
-  // EARLY_READS: the item's LSE at this thread's query columns read while S^T is on the tensor cores (the wait's
-  // memory clobber keeps them above it), not after it, where the first P^T element waited on its shared load;
-  // delta the same way before dP^T's wait, and a staged dQ's buffer wait (acquire) before the first dQ pass's.
-  [[maybe_unused]] float2 lse_early[EARLY_READS ? BM / 8 : 1];
-  if constexpr (EARLY_READS) {
-#pragma unroll
-    for (int j = 0; j < BM / 8; ++j) lse_early[j] = *reinterpret_cast<const float2*>(item.lse + j * 8 + (lane & 3) * 2);
-  }
   wgmma_wait_group<1>();  // S^T is in; dP^T may still run
   wgmma_fence_operand(s);
   wgmma_fence_operand(dp);
