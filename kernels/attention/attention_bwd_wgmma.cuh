@@ -73,7 +73,7 @@ __device__ __forceinline__ void BwdWgmmaItem(const AttnParams& p, const BwdItem&
   const float scale_log2 = p.scale * kLog2e;
   const unsigned q_addr = smem_addr(item.q), do_addr = smem_addr(item.dout);
   // EARLY_READS: the item's LSE at this thread's query columns read before S^T and dP^T are issued. Read after the
-  // issue, the loads queued behind the products' operand reads and the first P^T element waited on them (H100 ncu:
+  // issue, the loads queued behind the products' operand reads and the first P^T element waited on them (H200 ncu:
   // ~5 % of the backward's stall samples, short scoreboard); delta is read under the products (before dP^T's wait:
   // with it here too, the DFlash kernel spilled 8 B), and a staged dQ's buffer wait (acquire) before the first dQ
   // pass's.
