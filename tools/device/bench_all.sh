@@ -11,8 +11,9 @@
 #                    with the same BlockMask (DFlash full / sliding, 512 and 128 anchors; the target's head-dim-256
 #                    document-causal forward) and vs SDPA's flash and cuDNN backends (dense causal; head-dim-256
 #                    causal forward). ~5 min for the first 5 shapes (warmup of their 10 keys ~2 min, flex's first
-#                    call 5-10 s a shape); the two head-dim-256 forward shapes are not timed yet
-#   attention-quick  the same for DFlash full 512 and dense causal only (--quick). ~2.5 min
+#                    call 5-10 s a shape), plus the two head-dim-256 forward shapes (their share not measured apart)
+#   attention-quick  the same for DFlash full 512 and dense causal only (--quick). ~2.5 min; 200 s with --rounds 3
+#                    on an H100 (fresh machine, build 42 s besides)
 #   gdn              tools/bench/gdn_bench.py, 4 shapes: our tuned winner (sm_90a: both tiers) and the portable
 #                    tier's (sm_90) vs FLA 0.6.0 chunk_gated_delta_rule, all CUDA-graph replays (--budget 12
 #                    --reps 10 unless --budget). ~8 min (490 s measured): warmup ~20 s per 8192-token key and ~50 s per 32768-token key, FLA's first call (Triton compile + autotune)
@@ -54,7 +55,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds="$2"; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --build-dir) build_dir="$2"; shift 2 ;;
-    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
     attention|attention-quick|gdn|gdn-quick|step|launch)
       case " ${parts[*]:-} " in *" $1 "*) ;; *) parts+=("$1") ;; esac; shift ;;
     *) echo "bench_all.sh: unknown argument $1 (parts: attention attention-quick gdn gdn-quick step launch; --help)" >&2; exit 2 ;;
