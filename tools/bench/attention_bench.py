@@ -439,6 +439,69 @@ def our_row(name, p, fl, fwd, bwd, system="ours (tuned winner)"):
     return row
 
 
+def time_ours(args, shapes, flops, extra, log):
+    """One round of our tuned winners (and the portable tier's with --portable-arch) through kernel_bench:
+    ({name: [rows]}, {name: kernel_bench JSON by key})."""
+    ours, kbs = {}, {}
+    for name, p in shapes:
+        fwd = run_kernel_bench(args, "attention_fwd", p, log, extra)
+        bwd = None if forward_only(p) else run_kernel_bench(args, "attention_bwd", p, log, extra)
+        kbs[name] = {"fwd": fwd, "bwd": bwd}
+        ours[name] = [our_row(name, p, flops[name], fwd, bwd)]
+        log_line(log, "%s: ours fwd %s ms, bwd %s ms" % (name, fwd.get("median_ms", fwd.get("error")),
+                                                      "-" if bwd is None else bwd.get("median_ms", bwd.get("error"))))
+        if args.portable_arch:
+            arch = ["--arch", args.portable_arch]
+            pf = run_kernel_bench(args, "attention_fwd", p, log, extra + arch)
+            pb = None if forward_only(p) else run_kernel_bench(args, "attention_bwd", p, log, extra + arch)
+            kbs[name].update({"portable_fwd": pf, "portable_bwd": pb})
+            ours[name].append(our_row(name, p, flops[name], pf, pb,
+                                      "ours, %s winners (portable tier)" % args.portable_arch))
+    return ours, kbs
+
+
+def time_references(args, torch, timer, tv, shapes, facts, flops, log):
+    """One round of the references (flex, SDPA's backends; a "not run" row without torch): {name: [rows]}."""
+    refs = {}
+    for name, p in shapes:
+        others = []
+        if torch is None:
+            others.append({"system": "flex / SDPA", "note": "not run: torch " + tv})
+        else:
+            systems = (["FLASH_ATTENTION", "CUDNN_ATTENTION"] if p["mask"] == "causal" else ["flex"])
+            if args.sm80_peers and is_dflash(p):
+                systems.append("flex sm80")
+            for system in systems:
+                try:
+                    if system == "flex sm80":
+                        others.append(sm80_flex_row(args, name, p, facts[name], log))
+                    elif system == "flex":
+                        others.append(flex_row(torch, timer, name, p, facts[name], args.seed))
+                    else:
+                        others.append(sdpa_row(torch, timer, name, p, args.seed, system))
+                except Exception as e:  # the comparison must not hide our numbers
+                    others.append({"system": system, "note": ("failed: %s: %s" % (type(e).__name__, e))[:300]})
+                torch.cuda.empty_cache()
+        for other in others:
+            other.update({"shape": name, "fwd_flops": flops[name]})
+        refs[name] = others
+        log_line(log, "%s: done" % name)
+    return refs
+
+
+def merge_kernel_bench(rounds):
+    """rounds: one shape's kernel_bench JSON by key, per round. The first round's, with each key's median_ms the
+    median over the rounds and their times in rounds_ms (where every round has one)."""
+    kb = dict(rounds[0])
+    for key in ("fwd", "bwd", "portable_fwd", "portable_bwd"):
+        if kb.get(key) is None or "median_ms" not in kb[key]:
+            continue
+        times = [r[key].get("median_ms") for r in rounds]
+        if all(t is not None for t in times):
+            kb[key] = dict(kb[key], median_ms=statistics.median(times), rounds_ms=times)
+    return kb
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -537,22 +600,7 @@ def main():
         for rnd in range(args.rounds):
             if args.rounds > 1:
                 log_line(log, "round %d of %d" % (rnd + 1, args.rounds))
-            ours, refs, kbs = {}, {}, {}
-            for name, p in shapes:
-                fwd = run_kernel_bench(args, "attention_fwd", p, log, extra)
-                bwd = None if forward_only(p) else run_kernel_bench(args, "attention_bwd", p, log, extra)
-                kbs[name] = {"fwd": fwd, "bwd": bwd}
-                ours[name] = [our_row(name, p, flops[name], fwd, bwd)]
-                log_line(log, "%s: ours fwd %s ms, bwd %s ms" % (name, fwd.get("median_ms", fwd.get("error")),
-                                                              "-" if bwd is None else
-                                                              bwd.get("median_ms", bwd.get("error"))))
-                if args.portable_arch:
-                    arch = ["--arch", args.portable_arch]
-                    pf = run_kernel_bench(args, "attention_fwd", p, log, extra + arch)
-                    pb = None if forward_only(p) else run_kernel_bench(args, "attention_bwd", p, log, extra + arch)
-                    kbs[name].update({"portable_fwd": pf, "portable_bwd": pb})
-                    ours[name].append(our_row(name, p, flops[name], pf, pb,
-                                              "ours, %s winners (portable tier)" % args.portable_arch))
+            ours, kbs = time_ours(args, shapes, flops, extra, log)
             if rnd == 0:
                 try:
                     import torch  # only now: kernel_bench ran without torch holding the GPU
@@ -560,44 +608,14 @@ def main():
                     dev, tv = torch.cuda.get_device_name(0), torch.__version__
                 except Exception as e:  # noqa: BLE001 - our numbers are still reported
                     torch, dev, tv = None, "?", "unavailable (%s: %s)" % (type(e).__name__, e)
-            for name, p in shapes:
-                others = []
-                if torch is None:
-                    others.append({"system": "flex / SDPA", "note": "not run: torch " + tv})
-                else:
-                    systems = (["FLASH_ATTENTION", "CUDNN_ATTENTION"] if p["mask"] == "causal" else ["flex"])
-                    if args.sm80_peers and is_dflash(p):
-                        systems.append("flex sm80")
-                    for system in systems:
-                        try:
-                            if system == "flex sm80":
-                                others.append(sm80_flex_row(args, name, p, facts[name], log))
-                            elif system == "flex":
-                                others.append(flex_row(torch, timer, name, p, facts[name], args.seed))
-                            else:
-                                others.append(sdpa_row(torch, timer, name, p, args.seed, system))
-                        except Exception as e:  # the comparison must not hide our numbers
-                            others.append({"system": system, "note": ("failed: %s: %s" % (type(e).__name__, e))[:300]})
-                        torch.cuda.empty_cache()
-                for other in others:
-                    other.update({"shape": name, "fwd_flops": flops[name]})
-                refs[name] = others
-                log_line(log, "%s: done" % name)
+            refs = time_references(args, torch, timer, tv, shapes, facts, flops, log)
             runs.append((ours, refs, kbs))
         rows = []
         for name, p in shapes:
-            merged_ours = merge_rounds([r[0][name] for r in runs])
             merged_refs = merge_rounds([r[1][name] for r in runs])
-            rows.extend(merged_ours + merged_refs)
+            rows.extend(merge_rounds([r[0][name] for r in runs]) + merged_refs)
             results["torch"][name] = merged_refs
-            kb = dict(runs[0][2][name])
-            for key in ("fwd", "bwd", "portable_fwd", "portable_bwd"):
-                if kb.get(key) is None or "median_ms" not in kb[key]:
-                    continue
-                times = [r[2][name][key].get("median_ms") for r in runs]
-                if all(t is not None for t in times):
-                    kb[key] = dict(kb[key], median_ms=statistics.median(times), rounds_ms=times)
-            results["kernel_bench"][name] = kb
+            results["kernel_bench"][name] = merge_kernel_bench([r[2][name] for r in runs])
         results["rounds"] = args.rounds
         text = table(rows)
         header = ("Attention, %s, torch %s; median of %d after %d warm-ups, L2 %s; anchors from seed %d "
