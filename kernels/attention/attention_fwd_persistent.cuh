@@ -1,7 +1,8 @@
 // Persistent warp-specialised forward of the Hopper tier (sm_90a; forward config kernel 6): AttnFwdTma's kernel 5
-// (ping-pong consumers, the softmax of the next kv tile under this one's PV; FwdTmaPipelinedTile) run by one block
-// per SM that walks query tiles, so a tile's start (its tile classes and row spans, its Q copy, its first K / V
-// copies) runs under the tile before it and its end (the O and LSE stores) under the next one's first products.
+// (ping-pong consumers, the softmax of the next kv tile under this one's PV; FwdTmaPipelinedTile, here with the next
+// kv tile's class read under its S product) run by one block per SM that walks query tiles, so a tile's start (its
+// tile classes and row spans, its Q copy, its first K / V copies) runs under the tile before it and its end (the O
+// and LSE stores) under the next one's first products.
 // AttnFwdTma's blocks (one per SM: 160 KiB of shared memory) expose both, ~2-4 µs a block of 16-60.
 //   - tiles: the linear index i = (batch, query tile heaviest first, head), head fastest (attention_schedule.cuh's
 //     order); block j takes one tile a round of gridDim.x tiles, alternately from the front and the back of the
@@ -181,9 +182,9 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
       else named_barrier_sync(2, 256);
     }
     mbarrier_wait(q_full(slot), parity);
-    FwdTmaPipelinedTile<D, BM, BN, STAGES, true, true>(o, mrow, lrow, cls, sSpan + slot * BM, nkt,
-                                                        q_addr0 + slot * kQTileBytes, k_addr, v_addr, ring, cwg,
-                                                        row_in_tile, lane, scale_log2, t, stage, phase);
+    FwdTmaPipelinedTile<D, BM, BN, STAGES, true, true, true>(o, mrow, lrow, cls, sSpan + slot * BM, nkt,
+                                                              q_addr0 + slot * kQTileBytes, k_addr, v_addr, ring, cwg,
+                                                              row_in_tile, lane, scale_log2, t, stage, phase);
     // The header is read again here (held across the tile, it spilled), before the slot is released.
     const volatile FwdTileHeader* const vh = sHead + slot;
     const int hb = vh->b, hh = vh->h, hq0 = vh->q0;
