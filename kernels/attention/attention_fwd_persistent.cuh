@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
     float mrow[2] = {-Inf(), -Inf()}, lrow[2] = {0.f, 0.f};
-    const int t = NextNonEmpty(cls, 0, nkt, kMaxTiles);
+    const int t = NextNonEmpty(cls, 0, nkt);
     if (n > 0) {  // consumer 0's last turn of the tile before is taken before consumer 1 hands out the first
       if (cwg == 0) named_barrier_arrive(2, 256);
       else named_barrier_sync(2, 256);

@@ -54,7 +54,7 @@ __device__ __forceinline__ void FwdTmaProduceKv(const AttnTmaMaps& maps, const F
                                                 const unsigned char* sCls, int nkt, unsigned k_addr, unsigned v_addr,
                                                 int hk, int b, int& stage, unsigned& phase, bool& first_round) {
   constexpr unsigned kTileBytes = BN * D * 2;
-  for (int t = NextNonEmpty(sCls, 0, nkt, kMaxTiles); t < nkt; t = NextNonEmpty(sCls, t + 1, nkt, kMaxTiles)) {
+  for (int t = NextNonEmpty(sCls, 0, nkt); t < nkt; t = NextNonEmpty(sCls, t + 1, nkt)) {
     if (!first_round) mbarrier_wait(ring.empty_k(stage), phase ^ 1);  // the consumers released the last round's K
     mbarrier_arrive_expect_tx(ring.full_k(stage), kTileBytes);
 #pragma unroll
@@ -105,7 +105,7 @@ __device__ __forceinline__ void FwdTmaPipelinedTile(float (&o)[D / 2], float (&m
   // between two register arrays (the loop runs two steps a pass): with a product issued on one path only, or P
   // copied back into the array the next PV reads, ptxas serialises every wgmma of the kernel (advisories C7514,
   // C7513).
-  int tn = t < nkt ? NextNonEmpty(sCls, t + 1, nkt, kMaxTiles) : nkt;
+  int tn = t < nkt ? NextNonEmpty(sCls, t + 1, nkt) : nkt;
   unsigned pn[BN / 8][2];
   // PING_PONG: the two consumers take turns issuing their products (named barriers 1 and 2, 256 threads: a
   // warpgroup waits for its turn, issues, then gives the turn to the other), so one's softmax runs while the
@@ -133,7 +133,7 @@ __device__ __forceinline__ void FwdTmaPipelinedTile(float (&o)[D / 2], float (&m
     // the wait, medians of 5 rounds: causal 8192 -0.9 %, DFlash full 512 -1.1 %; kernels 4 and 5 not measured).
     if constexpr (CLASS_READS_UNDER_S) {
       tn_partial = sCls[tn] != kTileFull;
-      tnn = NextNonEmpty(sCls, tn + 1, nkt, kMaxTiles);
+      tnn = NextNonEmpty(sCls, tn + 1, nkt);
     }
     wgmma_wait_group<1>();  // S(tn) is done; PV(t) may still run while it is exponentiated
     wgmma_fence_operand(s);
@@ -151,7 +151,7 @@ __device__ __forceinline__ void FwdTmaPipelinedTile(float (&o)[D / 2], float (&m
       for (int hr = 0; hr < 2; ++hr) RescaleRow<D>(o, hr, alpha[hr]);
     }
     t = tn;
-    tn = CLASS_READS_UNDER_S ? tnn : NextNonEmpty(sCls, t + 1, nkt, kMaxTiles);
+    tn = CLASS_READS_UNDER_S ? tnn : NextNonEmpty(sCls, t + 1, nkt);
     stage = nstage;
     phase = nphase;
   };
@@ -253,7 +253,7 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
   for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
   float mrow[2] = {-Inf(), -Inf()}, lrow[2] = {0.f, 0.f};
   unsigned pk[BN / 8][2];
-  int t = NextNonEmpty(sCls, 0, nkt, kMaxTiles);
+  int t = NextNonEmpty(sCls, 0, nkt);
   int stage = 0;
   unsigned phase = 0;
   mbarrier_wait(bar_q, 0);  // always: the block must not exit with Q's copy in flight
@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(kTmaFwdThreads, 1)
         mbarrier_arrive(ring.empty_k(stage));
         mbarrier_arrive(ring.empty_v(stage));
       }
-      t = NextNonEmpty(sCls, t + 1, nkt, kMaxTiles);
+      t = NextNonEmpty(sCls, t + 1, nkt);
       if (++stage == STAGES) {
         stage = 0;
         phase ^= 1;

@@ -198,12 +198,12 @@ __global__ void __launch_bounds__(BM / 64 * 128, 1) AttnFwdWgmma(const AttnParam
   unsigned pk[BN / 8][2];
   __syncthreads();  // sCls ready
 
-  int t = NextNonEmpty(sCls, 0, nkt, kMaxTiles);
+  int t = NextNonEmpty(sCls, 0, nkt);
   if constexpr (PIPE == 0) {
     if (t < nkt) load_kv(t, 0);
     int stage = 0;
     while (t < nkt) {
-      const int tn = NextNonEmpty(sCls, t + 1, nkt, kMaxTiles);
+      const int tn = NextNonEmpty(sCls, t + 1, nkt);
       if (STAGES > 1 && tn < nkt) {
         load_kv(tn, stage ^ 1);
         cp_async_wait_group<1>();
@@ -221,8 +221,8 @@ __global__ void __launch_bounds__(BM / 64 * 128, 1) AttnFwdWgmma(const AttnParam
     }
   } else {
     // Tiles t, tn, tnn sit in buffers stage, stage + 1, stage + 2 (mod 3); every existing one was issued in order.
-    int tn = t < nkt ? NextNonEmpty(sCls, t + 1, nkt, kMaxTiles) : nkt;
-    int tnn = tn < nkt ? NextNonEmpty(sCls, tn + 1, nkt, kMaxTiles) : nkt;
+    int tn = t < nkt ? NextNonEmpty(sCls, t + 1, nkt) : nkt;
+    int tnn = tn < nkt ? NextNonEmpty(sCls, tn + 1, nkt) : nkt;
     if (t < nkt) load_kv(t, 0);
     if (tn < nkt) load_kv(tn, 1);
     if (tnn < nkt) load_kv(tnn, 2);
@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(BM / 64 * 128, 1) AttnFwdWgmma(const AttnParam
       wgmma_fence_operand(o);
       wgmma_fence_operand(sn);
       __syncthreads();  // every warpgroup is done with buffer `stage`: it takes the tile after tnn
-      const int t3 = tnn < nkt ? NextNonEmpty(sCls, tnn + 1, nkt, kMaxTiles) : nkt;
+      const int t3 = tnn < nkt ? NextNonEmpty(sCls, tnn + 1, nkt) : nkt;
       if (t3 < nkt) load_kv(t3, stage);
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) s[i] = sn[i];
