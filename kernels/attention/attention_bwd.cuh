@@ -307,8 +307,6 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdDq(const AttnParams p) {
   ScheduledQueryTile<BM, MASK>(p, b, h, q0, hk, m);
   const int Sq = m.seq_q, Skv = m.seq_kv;
   const float scale_log2 = p.scale * kLog2e;
-  const bf16* Kg = static_cast<const bf16*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride;
-  const bf16* Vg = static_cast<const bf16*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride;
   const int nkt = (Skv + BN - 1) / BN;
 
   LoadTileAsync<BM, D, NT>(sQ, static_cast<const bf16*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride + q0 * p.q_seq_stride,
@@ -345,7 +343,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnBwdDq(const AttnParams p) {
       for (int e = 0; e < 4; ++e) dq[mi][dj][e] = 0.f;
   __syncthreads();
 
-  KvTileWalk<D, BN, NT, STAGES> kv(p, Kg, Vg, Skv, sK, sV, sCls, nkt, tid);
+  KvTileWalk<D, BN, NT, STAGES> kv(p, b, hk, Skv, sK, sV, sCls, nkt, tid);
   while (kv.HasTile()) {
     kv.Acquire();
     const int t = kv.tile();

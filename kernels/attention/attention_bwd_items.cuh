@@ -45,18 +45,6 @@ struct BwdItem {
   const RowSpan* span;
 };
 
-// The query tile copies of the walk: LoadTileAsyncFixed where the tile shape allows it (every 2-D-layout and most
-// 1-D configs), else the generic loop. ALL_ROWS: valid_rows >= BM (see LoadTileAsyncFixed).
-template <int BM, int D, int NT, bool ALL_ROWS>
-__device__ __forceinline__ void BwdLoadQueryTile(bf16* smem, const bf16* gmem, long long row_stride, int valid_rows,
-                                                 int tid) {
-  constexpr int kChunks = D / 8;
-  if constexpr (NT % kChunks == 0 && (NT / kChunks) % 8 == 0 && BM % (NT / kChunks) == 0)
-    LoadTileAsyncFixed<BM, D, NT, ALL_ROWS>(smem, gmem, row_stride, valid_rows, tid);
-  else
-    LoadTileAsync<BM, D, NT>(smem, gmem, row_stride, valid_rows, tid);
-}
-
 // The portable kernels' tile copies (Swz layout). A TileCopy policy supplies LoadKv (the block's K / V tiles),
 // LoadQuery (the per-item Q / dO tiles; ALL_ROWS: valid_rows >= ROWS) and Landed (run by every thread after its
 // copies completed, before the barrier that publishes them).
@@ -69,7 +57,7 @@ struct SwzTileCopy {
   template <int ROWS, int COLS, int NT, bool ALL_ROWS>
   static __device__ __forceinline__ void LoadQuery(bf16* smem, const bf16* gmem, long long row_stride,
                                                    int valid_rows, int tid) {
-    BwdLoadQueryTile<ROWS, COLS, NT, ALL_ROWS>(smem, gmem, row_stride, valid_rows, tid);
+    LoadTileAsyncPreferFixed<ROWS, COLS, NT, ALL_ROWS>(smem, gmem, row_stride, valid_rows, tid);
   }
   static __device__ __forceinline__ void Landed() {}
 };

@@ -40,8 +40,6 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnFwd(const AttnParams p) {
   const float scale_log2 = p.scale * kLog2e;
 
   const bf16* Qg = static_cast<const bf16*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride + q0 * p.q_seq_stride;
-  const bf16* Kg = static_cast<const bf16*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride;
-  const bf16* Vg = static_cast<const bf16*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride;
   const int nkt = (Skv + BN - 1) / BN;
 
   LoadTileAsync<BM, D, NT>(sQ, Qg, p.q_seq_stride, Sq - q0, tid);
@@ -64,7 +62,7 @@ __global__ void __launch_bounds__(NW * 32, 1) AttnFwd(const AttnParams p) {
   }
   __syncthreads();  // sCls ready
 
-  KvTileWalk<D, BN, NT, STAGES> kv(p, Kg, Vg, Skv, sK, sV, sCls, nkt, tid);
+  KvTileWalk<D, BN, NT, STAGES> kv(p, b, hk, Skv, sK, sV, sCls, nkt, tid);
   while (kv.HasTile()) {
     kv.Acquire();
     const int t = kv.tile();

@@ -31,15 +31,15 @@ __device__ __forceinline__ int NextNonEmpty(const unsigned char* cls, int t, int
 // The walk over the non-empty kv tiles of cls[0, nkt), as a loop object so that the loop body stays in the kernel's
 // own while loop (with the body in a lambda, or the prefetch in the loop condition, NVVM orders the code
 // differently: other SASS, more registers or spills in some sm_120 variants):
-//   KvTileWalk<D, BN, NT, STAGES> kv(p, Kg, Vg, Skv, sK, sV, cls, nkt, tid);
+//   KvTileWalk<D, BN, NT, STAGES> kv(p, b, hk, Skv, sK, sV, cls, nkt, tid);
 //   while (kv.HasTile()) {
 //     kv.Acquire();
 //     ... kv.tile(), kv.k(), kv.v() ...
 //     kv.Release();
 //   }
 //   cp_async_wait_group<0>();
-// After Acquire(), kv tile kv.tile()'s K and V rows (kv rows [t * BN, t * BN + BN) of Kg / Vg, row stride
-// p.k_seq_stride / p.v_seq_stride, rows >= Skv zero-filled) are visible in kv.k() / kv.v() (BN x D each,
+// After Acquire(), kv tile kv.tile()'s K and V rows (kv rows [t * BN, t * BN + BN) of batch b, kv head hk of p.k /
+// p.v, rows >= Skv zero-filled) are visible in kv.k() / kv.v() (BN x D each,
 // swizzled: Swz<D>), one of the STAGES buffers of sK / sV. Release() ends the tile with a barrier after which its
 // buffers may be refilled. Copies the caller committed before the walk complete at the first Acquire(); the
 // caller's final wait completes the walk's own. All NT threads construct it and call its methods together, after a
@@ -48,9 +48,9 @@ template <int D, int BN, int NT, int STAGES>
 class KvTileWalk {
  public:
   static_assert(STAGES == 1 || STAGES == 2, "1 or 2 kv buffers");
-  __device__ __forceinline__ KvTileWalk(const AttnParams& p, const bf16* Kg, const bf16* Vg, int Skv, bf16* sK,
-                                        bf16* sV, const unsigned char* cls, int nkt, int tid)
-      : p_(p), Kg_(Kg), Vg_(Vg), sK_(sK), sV_(sV), cls_(cls), Skv_(Skv), nkt_(nkt), tid_(tid) {
+  __device__ __forceinline__ KvTileWalk(const AttnParams& p, int b, int hk, int Skv, bf16* sK, bf16* sV,
+                                        const unsigned char* cls, int nkt, int tid)
+      : p_(p), sK_(sK), sV_(sV), cls_(cls), b_(b), hk_(hk), Skv_(Skv), nkt_(nkt), tid_(tid) {
     t_ = NextNonEmpty(cls_, 0, nkt_);
     if (t_ < nkt_) Load(t_, 0);
   }
@@ -76,22 +76,24 @@ class KvTileWalk {
   }
 
  private:
-  // Issues (and commits as one group) the copies of kv tile t's K and V rows into buffer `stage`.
+  // Issues (and commits as one group) the copies of kv tile t's K and V rows into buffer `stage`. The rows are
+  // addressed from the parameters at each tile: two 64-bit bases held across the loop spilled 12 B in sm_90's
+  // AttnFwd<128, 128, 64, 4, 2, none / causal> beside the fixed-trip copy.
   __device__ __forceinline__ void Load(int t, int stage) {
     const long long k0 = static_cast<long long>(t) * BN;
-    LoadTileAsync<BN, D, NT>(sK_ + stage * BN * D, Kg_ + k0 * p_.k_seq_stride, p_.k_seq_stride,
-                             Skv_ - static_cast<int>(k0), tid_);
-    LoadTileAsync<BN, D, NT>(sV_ + stage * BN * D, Vg_ + k0 * p_.v_seq_stride, p_.v_seq_stride,
-                             Skv_ - static_cast<int>(k0), tid_);
+    const bf16* Kg = static_cast<const bf16*>(p_.k) + b_ * p_.k_batch_stride + hk_ * p_.k_head_stride +
+                     k0 * p_.k_seq_stride;
+    const bf16* Vg = static_cast<const bf16*>(p_.v) + b_ * p_.v_batch_stride + hk_ * p_.v_head_stride +
+                     k0 * p_.v_seq_stride;
+    LoadTileAsyncPreferFixed<BN, D, NT>(sK_ + stage * BN * D, Kg, p_.k_seq_stride, Skv_ - static_cast<int>(k0), tid_);
+    LoadTileAsyncPreferFixed<BN, D, NT>(sV_ + stage * BN * D, Vg, p_.v_seq_stride, Skv_ - static_cast<int>(k0), tid_);
     cp_async_commit_group();
   }
   const AttnParams& p_;  // read at each use, as the kernel reads its parameter (hoisting the strides costs SASS)
-  const bf16* Kg_;
-  const bf16* Vg_;
   bf16* sK_;
   bf16* sV_;
   const unsigned char* cls_;
-  int Skv_, nkt_, tid_;
+  int b_, hk_, Skv_, nkt_, tid_;
   int t_, tn_, stage_ = 0;  // the current tile, the next non-empty one (set by Next), the current buffer
 };
 
