@@ -38,6 +38,12 @@ __device__ __forceinline__ void LoadTileAsync(bf16* smem, const bf16* gmem, long
   }
 }
 
+// Whether LoadTileAsyncFixed below can copy a ROWS x WIDTH tile with NT threads: its chunks divide evenly among
+// the threads in whole groups of 8 rows per pass.
+template <int ROWS, int WIDTH, int NT>
+constexpr bool kFixedTripTile =
+    NT % (WIDTH / 8) == 0 && (NT / (WIDTH / 8)) % 8 == 0 && ROWS % (NT / (WIDTH / 8)) == 0;
+
 // LoadTileAsync for tiles whose chunks divide evenly among the threads with whole groups of 8 rows per pass
 // (ROWS * WIDTH / 8 a multiple of NT, NT / (WIDTH / 8) a multiple of 8): every thread copies the same column chunk of
 // rows r0, r0 + NT / (WIDTH / 8), ..., so its shared addresses differ by constants (the swizzle of row r0 + 8k is the
@@ -49,7 +55,7 @@ template <int ROWS, int WIDTH, int NT, bool ALL_ROWS = false>
 __device__ __forceinline__ void LoadTileAsyncFixed(bf16* smem, const bf16* gmem, long long row_stride, int valid_rows,
                                                    int tid) {
   constexpr int kChunks = WIDTH / 8, kRowsPerPass = NT / kChunks, kPasses = ROWS / kRowsPerPass;
-  static_assert(NT % kChunks == 0 && kRowsPerPass % 8 == 0 && ROWS % kRowsPerPass == 0, "fixed-trip tile copy");
+  static_assert(kFixedTripTile<ROWS, WIDTH, NT>, "fixed-trip tile copy");
   const int r0 = tid / kChunks, c = (tid % kChunks) * 8;
   bf16* dst = smem + Swz<WIDTH>(r0, c);
   const bf16* src = gmem + WidenNonNeg(r0) * row_stride + c;
@@ -69,8 +75,7 @@ __device__ __forceinline__ void LoadTileAsyncFixed(bf16* smem, const bf16* gmem,
 template <int ROWS, int WIDTH, int NT, bool ALL_ROWS = false>
 __device__ __forceinline__ void LoadTileAsyncPreferFixed(bf16* smem, const bf16* gmem, long long row_stride,
                                                          int valid_rows, int tid) {
-  constexpr int kChunks = WIDTH / 8;
-  if constexpr (NT % kChunks == 0 && (NT / kChunks) % 8 == 0 && ROWS % (NT / kChunks) == 0)
+  if constexpr (kFixedTripTile<ROWS, WIDTH, NT>)
     LoadTileAsyncFixed<ROWS, WIDTH, NT, ALL_ROWS>(smem, gmem, row_stride, valid_rows, tid);
   else
     LoadTileAsync<ROWS, WIDTH, NT>(smem, gmem, row_stride, valid_rows, tid);
