@@ -3,7 +3,7 @@
 //   gamma = in-chunk inclusive cumsum of g, kn = k of the value head's key head (hv / (HV / H)), L2-normalised
 //   when qk_l2norm (as is otherwise),
 //   L = strictly_lower(diag(beta) (kn kn^T (.) Gamma)), T = (I + L)^-1 (blocked substitution, fp32),
-//   W = T diag(beta exp(gamma)) kn, U = T diag(beta) v   (mma.sync GEMMs, bf16 operands, fp32 accumulation).
+//   W = (T diag(beta exp(gamma))) kn, U = (T diag(beta)) v   (mma.sync GEMMs, bf16 operands, fp32 accumulation).
 // Writes gamma [tokens, HV] fp32 and W, U, kd = kn (.) exp(gamma_last - gamma) [tokens, HV, 128] bf16
 // (contiguous; gamma_last = the chunk's last gamma). Rows past the chunk's length
 // are treated as k = v = 0, g = beta = 0 and are not written.
@@ -16,10 +16,11 @@
 // HV]; the norms are 1 without qk_l2norm), 8 bytes a row instead of 512.
 // The norms are folded, not applied to the tiles: q and k stay raw in shared memory, their rows' inverse norms
 // (row_inv_norms) scale the Gram products' epilogues (L, P) and the row scalings (qg, kd, W's diag), so no
-// normalised row is rounded to bf16 before a product. W and U are written over the scaled k and v tiles
-// (smem_gemm_over_b) and leave as whole 256-byte rows.
-// Shared memory: k, one tile that holds q (FUSED) and then v, the fp32 L / T (its space later holds T in bf16),
-// gamma, beta and the rows' inverse norms: PrepSharedBytes(C) (53.2 KB at C = 64: 4 blocks per H200 SM).
+// normalised row is rounded to bf16 before a product. W's and U's diagonal factors scale T's columns
+// (unit_lower_to_scaled_bf16), so k and v enter the products raw; W and U are written over the k and v tiles
+// (smem_gemm_into) and leave as whole 256-byte rows.
+// Shared memory: k, one tile that holds q (FUSED) and then v, the T region (fp32 L / T, later Tw and Tu in bf16),
+// gamma, beta and the rows' inverse norms: PrepSharedBytes(C) (54 KB at C = 64: 4 blocks per H200 SM).
 // Who may call: hosts launching grid (num_chunks, HV), block NWARPS*32, dynamic shared PrepSharedBytes(C); q, q_st,
 // q_sh, scale, qg, pmat are unused (may be null) unless FUSED, rowscale unless ROWSCALE; a, b, A_log, dt_bias unused
 // when g_in is given.
@@ -140,39 +141,51 @@ __device__ __forceinline__ void chunk_cumsum(float* gam) {
   }
 }
 
-// Tb = bf16(T) with T's unit diagonal, from invert_unit_lower's result in L (fp32, row stride ldf), written over
-// L's own bytes (Tb, row stride ldt, aliases L): every thread reads its elements into registers, calls between()
-// (which must end with a block barrier: nobody writes Tb before everybody has read L), then writes them.
-// Called by all NT threads.
-template <int C, int NT, class Between>
-__device__ __forceinline__ void unit_lower_to_bf16(const float* L, int ldf, bf16* Tb, int ldt, Between between) {
-  const int tid = threadIdx.x;
-  constexpr int PER = (C * C + NT - 1) / NT;
+// The two scaled copies of T that W and U take, in bf16: Tw = T diag(fw) and Tu = T diag(fu), T = I + the strictly
+// lower fp32 result of invert_unit_lower in L (row stride ldf). They are written over L's own region: Tw at Tb, Tu
+// at Tb + C * ldt (row stride ldt each; the region is PrepTRegionBytes(C), >= L's C * ldf floats). Scaling T's
+// columns instead of the C x 128 operand's rows (W = T diag(beta e^gamma / |k|) kn, U = T diag(beta) v) touches
+// C^2 elements instead of 128 C and leaves k and v raw (one bf16 rounding less each). Every thread owns column
+// c = tid % C of both (NT % C == 0): factors(c) gives column c's {fw, fu}. Every thread reads its elements of L into
+// registers, calls between() (which must end with a block barrier: nobody writes Tw before everybody has read L),
+// then takes its factors and writes them. Called by all NT threads.
+template <int C, int NT, class Between, class Factors>
+__device__ __forceinline__ void unit_lower_to_scaled_bf16(const float* L, int ldf, bf16* Tb, int ldt,
+                                                          Between between, Factors factors) {
+  static_assert(NT % C == 0, "a fixed column per thread");
+  constexpr int PER = C * C / NT, kRowStep = NT / C;
+  const int c = threadIdx.x % C, r0 = threadIdx.x / C;
   float tv[PER];
 #pragma unroll
   for (int e = 0; e < PER; ++e) {
-    const int i = tid + e * NT, r = i / C, c = i % C;
-    tv[e] = i < C * C ? (c < r ? L[r * ldf + c] : (c == r ? 1.f : 0.f)) : 0.f;
+    const int r = r0 + e * kRowStep;
+    tv[e] = c < r ? L[r * ldf + c] : (c == r ? 1.f : 0.f);
   }
   between();
+  const float2 f = factors(c);
 #pragma unroll
   for (int e = 0; e < PER; ++e) {
-    const int i = tid + e * NT;
-    if (i < C * C) Tb[(i / C) * ldt + i % C] = __float2bfloat16(tv[e]);
+    const int r = r0 + e * kRowStep;
+    Tb[r * ldt + c] = __float2bfloat16(tv[e] * f.x);
+    Tb[(C + r) * ldt + c] = __float2bfloat16(tv[e] * f.y);
   }
 }
 
-// sm_120: register caps of 170 (4 warps, 3 blocks per SM) and 255 (8 warps, 1 block): with the default hint
-// ptxas caps the prep at 128 / 64 registers there and spills 4-44 B, and at 128 with 8 warps still 8-16 B; sm_90
-// keeps the default (no spills; 4 blocks of 53.2 KB per SM at chunk 64).
+// Register caps (minimum blocks per SM). sm_120: 170 (4 warps, 3 blocks per SM) and 255 (8 warps, 1 block): with the
+// default hint ptxas caps the prep at 128 / 64 registers there and spills 4-44 B, and at 128 with 8 warps still
+// 8-16 B. sm_90: the default (56 registers, 9 blocks of 4 warps per SM) for the fused variants at chunk 32 with 4
+// warps and at chunk 64 with 4; 64 (8 blocks) for the unfused one at chunk 32 with 4 warps, 64 (4 blocks) at chunk
+// 32 with 8 warps and 85 at chunk 64 with 8, where ptxas's own choice spilled 4-20 B (NVRTC: prep<32, 4, false>,
+// prep<32, 8, true>, prep<64, 8, false>). Other caps spilled too: 56 on prep<32, 4, true>, 128 on prep<64, 8, true>.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
-#define GDN_PREP_BOUNDS(threads) __launch_bounds__(threads, (threads) <= 128 ? 3 : 1)
+#define GDN_PREP_BOUNDS(chunk, threads, fused) __launch_bounds__(threads, (threads) <= 128 ? 3 : 1)
 #else
-#define GDN_PREP_BOUNDS(threads) __launch_bounds__(threads)
+#define GDN_PREP_BOUNDS(chunk, threads, fused) \
+  __launch_bounds__(threads, (threads) > 128 ? ((chunk) == 32 ? 4 : 3) : ((chunk) == 32 && !(fused)) ? 8 : 0)
 #endif
 
 template <int C, int NWARPS, bool FUSED, bool ROWSCALE = false>
-__global__ void GDN_PREP_BOUNDS(NWARPS * 32)
+__global__ void GDN_PREP_BOUNDS(C, NWARPS * 32, FUSED)
     gdn_chunk_prep(const bf16* __restrict__ q, long long q_st, long long q_sh,   //
                    const bf16* __restrict__ k, long long k_st, long long k_sh,   //
                    const bf16* __restrict__ v, long long v_st, long long v_sh,   //
@@ -192,12 +205,11 @@ __global__ void GDN_PREP_BOUNDS(NWARPS * 32)
   bf16* vb = kn + C * LD;  // FUSED: holds q first (qs), v once q has been used
   bf16* qs = vb;
   float* L = reinterpret_cast<float*>(vb + C * LD);
-  bf16* Tb = reinterpret_cast<bf16*>(L);  // replaces L once T is in registers
-  float* gam = L + C * LDF;
+  bf16* Tb = reinterpret_cast<bf16*>(L);  // Tw, then Tu: replace L once T is in registers
+  float* gam = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(L) + PrepTRegionBytes(C));
   float* bet = gam + C;
   float* kinv = bet + C;  // ROWSCALE: 1 / |k| and 1 / |q| of each row (1 without qk_l2norm)
   float* qinv = kinv + C;
-  static_assert(C * PadBf16Cols(C) * 2 <= C * PadF32Cols(C) * 4, "Tb must fit in L's space");
 
   constexpr int kVec8 = C * (kDim / 8);  // 8-column vectors of a C x 128 tile
   static_assert(kVec8 % NT == 0, "the 8-wide elementwise loops have no remainder");
@@ -261,26 +273,27 @@ __global__ void GDN_PREP_BOUNDS(NWARPS * 32)
     cp_async_commit_group();
   }
   invert_unit_lower<C, NWARPS>(L, LDF);
-  unit_lower_to_bf16<C, NT>(L, LDF, Tb, LDT, [] {
-    cp_async_wait_all();  // v (FUSED)
-    __syncthreads();
-  });
+  unit_lower_to_scaled_bf16<C, NT>(
+      L, LDF, Tb, LDT,
+      [] {
+        cp_async_wait_all();  // v (FUSED)
+        __syncthreads();
+      },
+      [&](int c) { return make_float2(bet[c] * __expf(gam[c]) * kinv[c], bet[c]); });  // Tw, Tu
+
+  if (!ROWSCALE || kd != nullptr) {  // kd = kn exp(gamma_last - gamma): the state pass's operand
 #pragma unroll
-  for (int e = 0; e < kVec8 / NT; ++e) {  // 8 columns per step
-    const int i = tid + e * NT, r = i / (kDim / 8), c = (i % (kDim / 8)) * 8;
-    uint4* pk = reinterpret_cast<uint4*>(kn + r * LD + c);
-    uint4* pv = reinterpret_cast<uint4*>(vb + r * LD + c);
-    const uint4 kraw = *pk;
-    if (r < len && (!ROWSCALE || kd != nullptr)) {  // kd = kn exp(gamma_last - gamma): the state pass's operand
-      *reinterpret_cast<uint4*>(kd + (static_cast<long long>(t0 + r) * HV + hv) * kDim + c) =
-          scale_bf16x8(kraw, __expf(gam[len - 1] - gam[r]) * kinv[r]);
+    for (int e = 0; e < kVec8 / NT; ++e) {  // 8 columns per step
+      const int i = tid + e * NT, r = i / (kDim / 8), c = (i % (kDim / 8)) * 8;
+      if (r < len) {
+        *reinterpret_cast<uint4*>(kd + (static_cast<long long>(t0 + r) * HV + hv) * kDim + c) =
+            scale_bf16x8(*reinterpret_cast<const uint4*>(kn + r * LD + c), __expf(gam[len - 1] - gam[r]) * kinv[r]);
+      }
     }
-    *pk = scale_bf16x8(kraw, bet[r] * __expf(gam[r]) * kinv[r]);
-    *pv = scale_bf16x8(*pv, bet[r]);
   }
   __syncthreads();
-  smem_gemm_over_b<C, kDim, NWARPS>(Tb, LDT, kn, LD);  // W over the scaled k
-  smem_gemm_over_b<C, kDim, NWARPS>(Tb, LDT, vb, LD);  // U over the scaled v
+  smem_gemm_into<C, kDim, NWARPS>(Tb, LDT, kn, LD, kn, LD);           // W = Tw kn, over kn
+  smem_gemm_into<C, kDim, NWARPS>(Tb + C * LDT, LDT, vb, LD, vb, LD);  // U = Tu v, over v
   __syncthreads();
   const long long row = static_cast<long long>(HV) * kDim;
   store_rows_global<C, NT>(kn, LD, len, w + (static_cast<long long>(t0) * HV + hv) * kDim, row);

@@ -4,8 +4,8 @@
 // loaded once, their rows' inverse norms taken once and the raw Gram products q k^T and k k^T computed once (fp32,
 // the lower 16 x 16 tiles only, in shared memory): the value heads' gates differ, these do not, so at (16, 48) the
 // per-value-head prep did them three times. Per value head, as gdn_chunk_prep: gates, in-chunk cumsum gamma, P
-// and L as the products' epilogues (here from the stored products), the row factors, T = (I + L)^-1, W = T
-// diag(beta e^gamma) kn over a scaled copy of k (raw k stays for the next value head), U = T diag(beta) v over v.
+// and L as the products' epilogues (here from the stored products), the row factors, T = (I + L)^-1, W = (T
+// diag(beta e^gamma / |k|)) k into its own tile (raw k stays for the next value head), U = (T diag(beta)) v over v.
 // Shared memory: PrepKeySmem.
 // Who may call: hosts launching grid (num_chunks, H), block NWARPS * 32, dynamic shared PrepKeySharedBytes(C); the
 // arguments of gdn_chunk_prep<C, NWARPS, true, true> (qg unused).
@@ -16,20 +16,22 @@
 
 namespace gdn {
 
-// The block's shared memory, PrepKeySharedBytes(C) of it: raw k, k scaled for W (then W), q (then each value
-// head's v, then its U) as [C][136] bf16; the raw products q k^T and k k^T and L (then T in bf16) as [C][C+4] fp32;
-// gamma, beta and the rows' inverse norms of k and q (1 without qk_l2norm) [C] fp32.
+// The block's shared memory, PrepKeySharedBytes(C) of it: raw k, W, q (then each value head's v, then its U) as
+// [C][136] bf16; the raw products q k^T and k k^T as [C][C+4] fp32; the T region (L in fp32, then Tw and Tu in bf16,
+// PrepTRegionBytes); gamma, beta and the rows' inverse norms of k and q (1 without qk_l2norm) [C] fp32.
 template <int C>
 struct PrepKeySmem {
   static constexpr int LD = PadBf16Cols(kDim), LDF = PadF32Cols(C), LDT = PadBf16Cols(C);
-  static_assert(C * LDT * 2 <= C * LDF * 4, "Tb must fit in L's space");
-  static_assert(3 * C * LD * 2 + 3 * C * LDF * 4 + 4 * C * 4 == PrepKeySharedBytes(C), "gdn_layout.h's formula");
-  bf16 *kraw, *ks, *vb;
+  static_assert(2 * C * LDT * 2 <= PrepTRegionBytes(C) && C * LDF * 4 <= PrepTRegionBytes(C), "the T region");
+  static_assert(3 * C * LD * 2 + 2 * C * LDF * 4 + PrepTRegionBytes(C) + 4 * C * 4 == PrepKeySharedBytes(C),
+                "gdn_layout.h's formula");
+  bf16 *kraw, *wt, *vb;
   float *gkk, *gqk, *L, *gam, *bet, *kinv, *qinv;
   bf16* Tb;
   __device__ explicit PrepKeySmem(unsigned char* smem)
-      : kraw(reinterpret_cast<bf16*>(smem)), ks(kraw + C * LD), vb(ks + C * LD),
-        gkk(reinterpret_cast<float*>(vb + C * LD)), gqk(gkk + C * LDF), L(gqk + C * LDF), gam(L + C * LDF),
+      : kraw(reinterpret_cast<bf16*>(smem)), wt(kraw + C * LD), vb(wt + C * LD),
+        gkk(reinterpret_cast<float*>(vb + C * LD)), gqk(gkk + C * LDF), L(gqk + C * LDF),
+        gam(reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(L) + PrepTRegionBytes(C))),
         bet(gam + C), kinv(bet + C), qinv(kinv + C), Tb(reinterpret_cast<bf16*>(L)) {}
 };
 
@@ -52,7 +54,7 @@ __device__ __noinline__ void PrepKeyValueHead(const bf16* __restrict__ v, long l
   static_assert(kVec8 % NT == 0 && (C * C / 2) % NT == 0, "the elementwise loops have no remainder");
   extern __shared__ __align__(16) unsigned char smem[];
   const Smem sm(smem);
-  bf16 *const kraw = sm.kraw, *const ks = sm.ks, *const vb = sm.vb, *const Tb = sm.Tb;
+  bf16 *const kraw = sm.kraw, *const wt = sm.wt, *const vb = sm.vb, *const Tb = sm.Tb;
   float *const gkk = sm.gkk, *const gqk = sm.gqk, *const L = sm.L, *const gam = sm.gam, *const bet = sm.bet,
               *const kinv = sm.kinv, *const qinv = sm.qinv;
   const int tid = threadIdx.x;
@@ -88,27 +90,29 @@ __device__ __noinline__ void PrepKeyValueHead(const bf16* __restrict__ v, long l
   }
   __syncthreads();
   invert_unit_lower<C, NWARPS>(L, LDF);
-  unit_lower_to_bf16<C, NT>(L, LDF, Tb, LDT, [] {
-    cp_async_wait_all();  // v
-    __syncthreads();
-  });
+  unit_lower_to_scaled_bf16<C, NT>(
+      L, LDF, Tb, LDT,
+      [] {
+        cp_async_wait_all();  // v
+        __syncthreads();
+      },
+      [&](int c) { return make_float2(bet[c] * __expf(gam[c]) * kinv[c], bet[c]); });  // Tw, Tu
+
+  if (kd != nullptr) {  // kd = kn exp(gamma_last - gamma): the split pass's transfer kernel
 #pragma unroll
-  for (int e = 0; e < kVec8 / NT; ++e) {  // 8 columns per step
-    const int i = tid + e * NT, r = i / (kDim / 8), c = (i % (kDim / 8)) * 8;
-    const uint4 kraw8 = *reinterpret_cast<const uint4*>(kraw + r * LD + c);
-    if (r < len && kd != nullptr) {  // kd = kn exp(gamma_last - gamma): the split pass's transfer kernel
-      *reinterpret_cast<uint4*>(kd + (static_cast<long long>(t0 + r) * HV + hv) * kDim + c) =
-          scale_bf16x8(kraw8, __expf(gam[len - 1] - gam[r]) * kinv[r]);
+    for (int e = 0; e < kVec8 / NT; ++e) {  // 8 columns per step
+      const int i = tid + e * NT, r = i / (kDim / 8), c = (i % (kDim / 8)) * 8;
+      if (r < len) {
+        *reinterpret_cast<uint4*>(kd + (static_cast<long long>(t0 + r) * HV + hv) * kDim + c) = scale_bf16x8(
+            *reinterpret_cast<const uint4*>(kraw + r * LD + c), __expf(gam[len - 1] - gam[r]) * kinv[r]);
+      }
     }
-    *reinterpret_cast<uint4*>(ks + r * LD + c) = scale_bf16x8(kraw8, bet[r] * __expf(gam[r]) * kinv[r]);
-    uint4* pv = reinterpret_cast<uint4*>(vb + r * LD + c);
-    *pv = scale_bf16x8(*pv, bet[r]);
   }
   __syncthreads();
-  smem_gemm_over_b<C, kDim, NWARPS>(Tb, LDT, ks, LD);  // W over the scaled k
-  smem_gemm_over_b<C, kDim, NWARPS>(Tb, LDT, vb, LD);  // U over the scaled v
+  smem_gemm_into<C, kDim, NWARPS>(Tb, LDT, kraw, LD, wt, LD);         // W = Tw k into wt (k stays raw)
+  smem_gemm_into<C, kDim, NWARPS>(Tb + C * LDT, LDT, vb, LD, vb, LD);  // U = Tu v, over v
   __syncthreads();
-  store_rows_global<C, NT>(ks, LD, len, w + (static_cast<long long>(t0) * HV + hv) * kDim, row);
+  store_rows_global<C, NT>(wt, LD, len, w + (static_cast<long long>(t0) * HV + hv) * kDim, row);
   store_rows_global<C, NT>(vb, LD, len, u + (static_cast<long long>(t0) * HV + hv) * kDim, row);
   __syncthreads();  // W, U, L and the gates are free for the next value head
 }

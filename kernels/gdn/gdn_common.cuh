@@ -262,15 +262,15 @@ __device__ __forceinline__ void smem_gemm(const bf16* A, int lda, const bf16* B,
   }
 }
 
-// B = A * B in place: A [M][M] row-major (lda) and B [M][N] (ldb), bf16 in shared memory, fp32 accumulation,
-// the product rounded to bf16 over B. Each warp owns whole 16-column strips of B (round robin): it computes every
-// 16-row tile of its strip in registers (B's fragments loaded once per depth step for all of them), then stores them
-// over the strip (store_tile_bf16). Safe in place because the product's strip reads only that strip of B. For
-// outputs that leave as whole rows (16-byte global stores) instead of the mma fragments' scattered 4-byte pairs.
-// The whole block calls it; no barrier inside (callers put one between B's writes and this, and between this and
-// reads of the product by other warps).
+// D = A * B: A [M][M] row-major (lda), B [M][N] (ldb) and D [M][N] (ldd), bf16 in shared memory, fp32
+// accumulation, the product rounded to bf16. D may be B itself (the product written over its operand). Each warp
+// owns whole 16-column strips (round robin): it computes every 16-row tile of its strip in registers (B's
+// fragments loaded once per depth step for all of them), then stores them into D's strip (store_tile_bf16). Safe in
+// place because the product's strip reads only that strip of B. For outputs that leave as whole rows (16-byte
+// global stores) instead of the mma fragments' scattered 4-byte pairs. The whole block calls it; no barrier inside
+// (callers put one between B's writes and this, and between this and reads of D by other warps).
 template <int M, int N, int NWARPS>
-__device__ __forceinline__ void smem_gemm_over_b(const bf16* A, int lda, bf16* B, int ldb) {
+__device__ __forceinline__ void smem_gemm_into(const bf16* A, int lda, const bf16* B, int ldb, bf16* D, int ldd) {
   static_assert(M % 16 == 0 && N % (16 * NWARPS) == 0, "whole 16 x 16 tiles, the same strips for every warp");
   constexpr int kTilesM = M / 16;
   const int warp = threadIdx.x / 32;
@@ -294,9 +294,9 @@ __device__ __forceinline__ void smem_gemm_over_b(const bf16* A, int lda, bf16* B
         mma_16x16(acc[i], a, b);
       }
     }
-    __syncwarp();  // every lane's reads of the strip before any lane's stores
+    __syncwarp();  // every lane's reads of the strip before any lane's stores (D may be B)
 #pragma unroll
-    for (int i = 0; i < kTilesM; ++i) store_tile_bf16(B, ldb, i * 16, n0, acc[i]);
+    for (int i = 0; i < kTilesM; ++i) store_tile_bf16(D, ldd, i * 16, n0, acc[i]);
   }
 }
 

@@ -18,13 +18,18 @@ constexpr int kDim = 128;  // K = V
 GDN_HD constexpr int PadBf16Cols(int cols) { return cols + 8; }
 GDN_HD constexpr int PadF32Cols(int cols) { return cols + 4; }
 
-// gdn_chunk_prep<C, NWARPS, FUSED, ROWSCALE>: kn and q-then-v [C][136] bf16; L/T [C][C+4] fp32 (later Tb [C][C+8]
-// bf16 in the same space); gamma, beta and the inverse norms of k and q [C] fp32. The same for every variant.
-GDN_HD constexpr int PrepSharedBytes(int c) { return 2 * c * PadBf16Cols(kDim) * 2 + c * PadF32Cols(c) * 4 + 4 * c * 4; }
-// gdn_chunk_prep_key<C, NWARPS>: raw k, scaled k, q / v [C][136] bf16; q k^T, k k^T and L [C][C+4] fp32; gamma,
-// beta and the two inverse norms [C] fp32.
+// The prep kernels' T region: L / T [C][C+4] fp32, later the two scaled bf16 copies Tw and Tu [C][C+8] each over the
+// same bytes (the larger of the two).
+GDN_HD constexpr int PrepTRegionBytes(int c) {
+  return 2 * c * PadBf16Cols(c) * 2 > c * PadF32Cols(c) * 4 ? 2 * c * PadBf16Cols(c) * 2 : c * PadF32Cols(c) * 4;
+}
+// gdn_chunk_prep<C, NWARPS, FUSED, ROWSCALE>: kn and q-then-v [C][136] bf16; the T region; gamma, beta and the
+// inverse norms of k and q [C] fp32. The same for every variant.
+GDN_HD constexpr int PrepSharedBytes(int c) { return 2 * c * PadBf16Cols(kDim) * 2 + PrepTRegionBytes(c) + 4 * c * 4; }
+// gdn_chunk_prep_key<C, NWARPS>: raw k, W, q / v [C][136] bf16; q k^T and k k^T [C][C+4] fp32; the T region;
+// gamma, beta and the two inverse norms [C] fp32.
 GDN_HD constexpr int PrepKeySharedBytes(int c) {
-  return 3 * c * PadBf16Cols(kDim) * 2 + 3 * c * PadF32Cols(c) * 4 + 4 * c * 4;
+  return 3 * c * PadBf16Cols(kDim) * 2 + 2 * c * PadF32Cols(c) * 4 + PrepTRegionBytes(c) + 4 * c * 4;
 }
 
 // gdn_chunk_state<C, BV, NWARPS, TRANSFER>: hf [128][BV+4] fp32, hb [128][BV+8] bf16, W and kd [C][136] bf16,

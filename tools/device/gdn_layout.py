@@ -21,8 +21,12 @@ def pad_f(c):  # PadF32Cols
     return c + 4
 
 
+def prep_t_region(c):  # PrepTRegionBytes: L in fp32, then Tw and Tu in bf16 over the same bytes
+    return max(2 * c * pad_b(c) * 2, c * pad_f(c) * 4)
+
+
 def prep_smem(c):
-    return 2 * c * pad_b(D) * 2 + c * pad_f(c) * 4 + 4 * c * 4
+    return 2 * c * pad_b(D) * 2 + prep_t_region(c) + 4 * c * 4
 
 
 def state_smem(c, bv):
