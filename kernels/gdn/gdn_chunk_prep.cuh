@@ -17,7 +17,7 @@
 // The norms are folded, not applied to the tiles: q and k stay raw in shared memory, their rows' inverse norms
 // (row_inv_norms) scale the Gram products' epilogues (L, P) and the row scalings (qg, kd, W's diag), so no
 // normalised row is rounded to bf16 before a product. W's and U's diagonal factors scale T's columns
-// (unit_lower_to_scaled_bf16), so k and v enter the products raw; W and U are written over the k and v tiles
+// (unit_lower_to_w_u_bf16), so k and v enter the products raw; W and U are written over the k and v tiles
 // (smem_gemm_into) and leave as whole 256-byte rows.
 // Shared memory: k, one tile that holds q (FUSED) and then v, the T region (fp32 L / T, later Tw and Tu in bf16),
 // gamma, beta and the rows' inverse norms: PrepSharedBytes(C) (54 KB at C = 64: 4 blocks per H200 SM).
@@ -141,17 +141,17 @@ __device__ __forceinline__ void chunk_cumsum(float* gam) {
   }
 }
 
-// The two scaled copies of T that W and U take, in bf16: Tw = T diag(fw) and Tu = T diag(fu), T = I + the strictly
-// lower fp32 result of invert_unit_lower in L (row stride ldf). They are written over L's own region: Tw at Tb, Tu
-// at Tb + C * ldt (row stride ldt each; the region is PrepTRegionBytes(C), >= L's C * ldf floats). Scaling T's
-// columns instead of the C x 128 operand's rows (W = T diag(beta e^gamma / |k|) kn, U = T diag(beta) v) touches
-// C^2 elements instead of 128 C and leaves k and v raw (one bf16 rounding less each). Every thread owns column
-// c = tid % C of both (NT % C == 0): factors(c) gives column c's {fw, fu}. Every thread reads its elements of L into
-// registers, calls between() (which must end with a block barrier: nobody writes Tw before everybody has read L),
-// then takes its factors and writes them. Called by all NT threads.
-template <int C, int NT, class Between, class Factors>
-__device__ __forceinline__ void unit_lower_to_scaled_bf16(const float* L, int ldf, bf16* Tb, int ldt,
-                                                          Between between, Factors factors) {
+// The two scaled copies of T that W and U take, in bf16: Tw = T diag(beta e^gamma / |k|) and Tu = T diag(beta),
+// T = I + the strictly lower fp32 result of invert_unit_lower in L (row stride ldf), so that W = Tw k and U = Tu v
+// of the raw k and v tiles. They are written over L's own region: Tw at Tb, Tu at Tb + C * ldt (row stride ldt
+// each; PrepTRegionBytes(C)). Scaling T's columns instead of the C x 128 operands' rows touches C^2 elements instead
+// of 128 C and leaves k and v raw (one bf16 rounding less each). Every thread owns column c = tid % C of both
+// (NT % C == 0), so it takes column c's two factors once (after between(): taken before it, they made ptxas spill
+// in three variants). Every thread reads its elements of L into registers, calls between() (which must end with a
+// block barrier: nobody writes Tw before everybody has read L), then writes them. Called by all NT threads.
+template <int C, int NT, class Between>
+__device__ __forceinline__ void unit_lower_to_w_u_bf16(const float* L, int ldf, bf16* Tb, int ldt, const float* bet,
+                                                       const float* gam, const float* kinv, Between between) {
   static_assert(NT % C == 0, "a fixed column per thread");
   constexpr int PER = C * C / NT, kRowStep = NT / C;
   const int c = threadIdx.x % C, r0 = threadIdx.x / C;
@@ -162,12 +162,30 @@ __device__ __forceinline__ void unit_lower_to_scaled_bf16(const float* L, int ld
     tv[e] = c < r ? L[r * ldf + c] : (c == r ? 1.f : 0.f);
   }
   between();
-  const float2 f = factors(c);
+  const float fw = bet[c] * __expf(gam[c]) * kinv[c], fu = bet[c];
 #pragma unroll
   for (int e = 0; e < PER; ++e) {
     const int r = r0 + e * kRowStep;
-    Tb[r * ldt + c] = __float2bfloat16(tv[e] * f.x);
-    Tb[(C + r) * ldt + c] = __float2bfloat16(tv[e] * f.y);
+    Tb[r * ldt + c] = __float2bfloat16(tv[e] * fw);
+    Tb[(C + r) * ldt + c] = __float2bfloat16(tv[e] * fu);
+  }
+}
+
+// kd = kn exp(gamma_last - gamma), kn = k / |k| (kinv), for the len rows of the chunk at token t0: the raw k tile
+// [C][ld] bf16 in shared memory to kd [tokens, HV, 128] of value head hv (16-byte stores, 8 columns a step). Called
+// by all NT threads; no barrier inside.
+template <int C, int NT>
+__device__ __forceinline__ void store_decayed_k(const bf16* k, int ld, int len, const float* gam, const float* kinv,
+                                                bf16* __restrict__ kd, int t0, int HV, int hv) {
+  constexpr int kVec8 = C * (kDim / 8);
+  static_assert(kVec8 % NT == 0, "no remainder");
+#pragma unroll
+  for (int e = 0; e < kVec8 / NT; ++e) {
+    const int i = static_cast<int>(threadIdx.x) + e * NT, r = i / (kDim / 8), c = (i % (kDim / 8)) * 8;
+    if (r < len) {
+      *reinterpret_cast<uint4*>(kd + (static_cast<long long>(t0 + r) * HV + hv) * kDim + c) =
+          scale_bf16x8(*reinterpret_cast<const uint4*>(k + r * ld + c), __expf(gam[len - 1] - gam[r]) * kinv[r]);
+    }
   }
 }
 
@@ -207,6 +225,7 @@ __global__ void GDN_PREP_BOUNDS(C, NWARPS * 32, FUSED)
   float* L = reinterpret_cast<float*>(vb + C * LD);
   bf16* Tb = reinterpret_cast<bf16*>(L);  // Tw, then Tu: replace L once T is in registers
   float* gam = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(L) + PrepTRegionBytes(C));
+  static_assert(C * LDF * 4 <= PrepTRegionBytes(C) && 2 * C * LDT * 2 == PrepTRegionBytes(C), "the T region");
   float* bet = gam + C;
   float* kinv = bet + C;  // ROWSCALE: 1 / |k| and 1 / |q| of each row (1 without qk_l2norm)
   float* qinv = kinv + C;
@@ -273,23 +292,12 @@ __global__ void GDN_PREP_BOUNDS(C, NWARPS * 32, FUSED)
     cp_async_commit_group();
   }
   invert_unit_lower<C, NWARPS>(L, LDF);
-  unit_lower_to_scaled_bf16<C, NT>(
-      L, LDF, Tb, LDT,
-      [] {
-        cp_async_wait_all();  // v (FUSED)
-        __syncthreads();
-      },
-      [&](int c) { return make_float2(bet[c] * __expf(gam[c]) * kinv[c], bet[c]); });  // Tw, Tu
-
-  if (!ROWSCALE || kd != nullptr) {  // kd = kn exp(gamma_last - gamma): the state pass's operand
-#pragma unroll
-    for (int e = 0; e < kVec8 / NT; ++e) {  // 8 columns per step
-      const int i = tid + e * NT, r = i / (kDim / 8), c = (i % (kDim / 8)) * 8;
-      if (r < len) {
-        *reinterpret_cast<uint4*>(kd + (static_cast<long long>(t0 + r) * HV + hv) * kDim + c) =
-            scale_bf16x8(*reinterpret_cast<const uint4*>(kn + r * LD + c), __expf(gam[len - 1] - gam[r]) * kinv[r]);
-      }
-    }
+  unit_lower_to_w_u_bf16<C, NT>(L, LDF, Tb, LDT, bet, gam, kinv, [] {
+    cp_async_wait_all();  // v (FUSED)
+    __syncthreads();
+  });
+  if (!ROWSCALE || kd != nullptr) {  // the state pass's operand
+    store_decayed_k<C, NT>(kn, LD, len, gam, kinv, kd, t0, HV, hv);
   }
   __syncthreads();
   smem_gemm_into<C, kDim, NWARPS>(Tb, LDT, kn, LD, kn, LD);           // W = Tw kn, over kn

@@ -22,7 +22,7 @@ namespace gdn {
 template <int C>
 struct PrepKeySmem {
   static constexpr int LD = PadBf16Cols(kDim), LDF = PadF32Cols(C), LDT = PadBf16Cols(C);
-  static_assert(2 * C * LDT * 2 <= PrepTRegionBytes(C) && C * LDF * 4 <= PrepTRegionBytes(C), "the T region");
+  static_assert(C * LDF * 4 <= PrepTRegionBytes(C) && 2 * C * LDT * 2 == PrepTRegionBytes(C), "the T region");
   static_assert(3 * C * LD * 2 + 2 * C * LDF * 4 + PrepTRegionBytes(C) + 4 * C * 4 == PrepKeySharedBytes(C),
                 "gdn_layout.h's formula");
   bf16 *kraw, *wt, *vb;
@@ -50,8 +50,7 @@ __device__ __noinline__ void PrepKeyValueHead(const bf16* __restrict__ v, long l
   constexpr int NT = NWARPS * 32;
   using Smem = PrepKeySmem<C>;
   constexpr int LD = Smem::LD, LDF = Smem::LDF, LDT = Smem::LDT;
-  constexpr int kVec8 = C * (kDim / 8);  // 8-column vectors of a C x 128 tile
-  static_assert(kVec8 % NT == 0 && (C * C / 2) % NT == 0, "the elementwise loops have no remainder");
+  static_assert((C * C / 2) % NT == 0, "the P / L loop has no remainder");
   extern __shared__ __align__(16) unsigned char smem[];
   const Smem sm(smem);
   bf16 *const kraw = sm.kraw, *const wt = sm.wt, *const vb = sm.vb, *const Tb = sm.Tb;
@@ -90,23 +89,12 @@ __device__ __noinline__ void PrepKeyValueHead(const bf16* __restrict__ v, long l
   }
   __syncthreads();
   invert_unit_lower<C, NWARPS>(L, LDF);
-  unit_lower_to_scaled_bf16<C, NT>(
-      L, LDF, Tb, LDT,
-      [] {
-        cp_async_wait_all();  // v
-        __syncthreads();
-      },
-      [&](int c) { return make_float2(bet[c] * __expf(gam[c]) * kinv[c], bet[c]); });  // Tw, Tu
-
-  if (kd != nullptr) {  // kd = kn exp(gamma_last - gamma): the split pass's transfer kernel
-#pragma unroll
-    for (int e = 0; e < kVec8 / NT; ++e) {  // 8 columns per step
-      const int i = tid + e * NT, r = i / (kDim / 8), c = (i % (kDim / 8)) * 8;
-      if (r < len) {
-        *reinterpret_cast<uint4*>(kd + (static_cast<long long>(t0 + r) * HV + hv) * kDim + c) = scale_bf16x8(
-            *reinterpret_cast<const uint4*>(kraw + r * LD + c), __expf(gam[len - 1] - gam[r]) * kinv[r]);
-      }
-    }
+  unit_lower_to_w_u_bf16<C, NT>(L, LDF, Tb, LDT, bet, gam, kinv, [] {
+    cp_async_wait_all();  // v
+    __syncthreads();
+  });
+  if (kd != nullptr) {  // the split pass's transfer kernel
+    store_decayed_k<C, NT>(kraw, LD, len, gam, kinv, kd, t0, HV, hv);
   }
   __syncthreads();
   smem_gemm_into<C, kDim, NWARPS>(Tb, LDT, kraw, LD, wt, LD);         // W = Tw k into wt (k stays raw)

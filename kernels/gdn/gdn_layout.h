@@ -18,11 +18,9 @@ constexpr int kDim = 128;  // K = V
 GDN_HD constexpr int PadBf16Cols(int cols) { return cols + 8; }
 GDN_HD constexpr int PadF32Cols(int cols) { return cols + 4; }
 
-// The prep kernels' T region: L / T [C][C+4] fp32, later the two scaled bf16 copies Tw and Tu [C][C+8] each over the
-// same bytes (the larger of the two).
-GDN_HD constexpr int PrepTRegionBytes(int c) {
-  return 2 * c * PadBf16Cols(c) * 2 > c * PadF32Cols(c) * 4 ? 2 * c * PadBf16Cols(c) * 2 : c * PadF32Cols(c) * 4;
-}
+// The prep kernels' T region: the two scaled bf16 copies Tw and Tu [C][C+8] each, which also hold L / T [C][C+4]
+// fp32 before them (16 C bytes fewer).
+GDN_HD constexpr int PrepTRegionBytes(int c) { return 2 * c * PadBf16Cols(c) * 2; }
 // gdn_chunk_prep<C, NWARPS, FUSED, ROWSCALE>: kn and q-then-v [C][136] bf16; the T region; gamma, beta and the
 // inverse norms of k and q [C] fp32. The same for every variant.
 GDN_HD constexpr int PrepSharedBytes(int c) { return 2 * c * PadBf16Cols(kDim) * 2 + PrepTRegionBytes(c) + 4 * c * 4; }

@@ -21,8 +21,8 @@ def pad_f(c):  # PadF32Cols
     return c + 4
 
 
-def prep_t_region(c):  # PrepTRegionBytes: L in fp32, then Tw and Tu in bf16 over the same bytes
-    return max(2 * c * pad_b(c) * 2, c * pad_f(c) * 4)
+def prep_t_region(c):  # PrepTRegionBytes: Tw and Tu in bf16, L in fp32 before them over the same bytes
+    return 2 * c * pad_b(c) * 2
 
 
 def prep_smem(c):
