@@ -76,18 +76,19 @@ Offsets OffsetsOf(const Geometry& g, const GdnArgs& args, const Plans& p) {
   };
   // A region that only some configs have: no bytes and a null pointer unless `passed`.
   auto take_or_null = [&](bool passed, std::size_t bytes) { return Region{take(passed ? bytes : 0).offset, passed}; };
-  const bool fused = g.fused != 0, wgmma = g.IsWgmmaPass();
+  const bool fused = g.fused != 0, wgmma = g.IsWgmmaPass(), fold = g.prep_heads == 2;
   const std::size_t C = static_cast<std::size_t>(g.chunk);
   o.gcum = take(T * HV * 4);
   o.w = take(T * HV * D * 2);
-  o.u = take(T * HV * D * 2);
-  o.kd = take_or_null(!wgmma || split, T * HV * D * 2);  // the wgmma pass reads k itself; the transfer kernel kd
+  o.u = take(fold ? 0 : T * HV * D * 2);  // folded: the pass reads v
+  // The wgmma pass and the folded passes read k themselves; the transfer kernel kd.
+  o.kd = take_or_null((!wgmma && !fold) || split, T * HV * D * 2);
   o.vnew = take(fused ? 0 : T * HV * D * 2);
   o.hbuf = take(fused ? 0 : nch * HV * D * D * 2);
-  // qg: the wgmma pass reads q itself; the portable tier's prep is handed an empty qg and ignores it.
-  o.qg = take_or_null(!wgmma, fused ? T * HV * D * 2 : 0);
+  // qg: the wgmma pass and the folded passes read q themselves.
+  o.qg = take_or_null(!wgmma && !fold, fused ? T * HV * D * 2 : 0);
   o.pmat = take(fused ? nch * HV * C * C * 2 : 0);
-  o.rowscale = take_or_null(wgmma, T * HV * 8);
+  o.rowscale = take_or_null(wgmma || fold, T * HV * 8);
   o.maps = take(split ? nseg * HV * D * 2 * D * 4 : 0);
   o.seg_states = take(split ? nseg * HV * D * D * 4 : 0);
   o.piece_states = take(p.pieces ? nseq * HV * D * D * 4 : 0);
@@ -279,7 +280,7 @@ Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedF
                                                   static_cast<CUdeviceptr>(g.chunk * g.chunk) * 2;
     void* pa[] = {&q, &qst, &qsh, &k, &kst, &ksh, &v, &vst, &vsh, &a, &b, &abst, &alog, &dtb, &gin, &betain,
                   &chunks, &H, &HV, &l2norm, &gcum, &w, &u, &kd, &scale, &qg, &pmat, &rowscale};
-    const unsigned prep_heads = static_cast<unsigned>(g.prep_heads == 1 ? H : HV);  // per key / value head
+    const unsigned prep_heads = static_cast<unsigned>(g.prep_heads > 0 ? H : HV);  // per key / value head
     return gpu::Launch(prep, {static_cast<unsigned>(count), prep_heads, 1}, {nt, 1, 1},
                        PrepSharedBytesOf(g), on, pa, label + " prep");
   };
@@ -291,11 +292,13 @@ Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedF
     CUdeviceptr segs = f.segments + static_cast<CUdeviceptr>(first) * sizeof(SegmentDesc);
     CUdeviceptr final_index = f.final_index + static_cast<CUdeviceptr>(first) * 4;
     long long ost = args.o_stride_t, osh = args.o_stride_h;
-    CUdeviceptr q = args.q, k = args.k, rowscale = f.rowscale;
-    long long qst = args.q_stride_t, qsh = args.q_stride_h, kst = args.k_stride_t, ksh = args.k_stride_h;
-    void* pw[] = {&q, &qst, &qsh, &k, &kst, &ksh, &H, &w, &u, &pmat, &gcum, &rowscale, &segs, &final_index, &HV,
+    CUdeviceptr q = args.q, k = args.k, v = args.v, rowscale = f.rowscale;
+    long long qst = args.q_stride_t, qsh = args.q_stride_h, kst = args.k_stride_t, ksh = args.k_stride_h,
+              vst = args.v_stride_t, vsh = args.v_stride_h;
+    void* pw[] = {&q, &qst, &qsh, &k, &kst, &ksh, &v, &vst, &vsh, &H, &w, &u, &pmat, &gcum, &rowscale, &segs, &final_index, &HV,
                   &h0, &ht, &o, &ost, &osh};
-    void* pf[] = {&kd, &w, &u, &qg, &pmat, &gcum, &segs, &final_index, &HV, &h0, &ht, &o, &ost, &osh};
+    void* pf[] = {&kd, &w, &u, &qg, &pmat, &gcum, &segs, &final_index, &HV, &h0, &ht, &o, &ost, &osh,
+                  &q, &qst, &qsh, &k, &kst, &ksh, &v, &vst, &vsh, &H, &rowscale};
     return gpu::Launch(fused,
                        {static_cast<unsigned>(kHeadDim / g.state_bv), static_cast<unsigned>(HV),
                         static_cast<unsigned>(count)},

@@ -11,6 +11,10 @@
 // chunk are issued as soon as the current chunk has stopped reading them (3 barriers per chunk).
 // STAGES = 2: two buffers; all of chunk n+1 is issued when chunk n starts, a whole chunk ahead (2 barriers per
 // chunk; about twice the shared memory).
+// FOLD (beside gdn_chunk_prep_key<C, W, true>): W, U, qg and kd are not in memory; the tiles hold the raw k and q of
+// the key head, v's slice, K2 = (diag(fk) T diag(beta))^T k (kd's place) and P T diag(beta) (P's), with the rows'
+// factors {fq, fx}: X = v - diag(fx) k h takes V_new's place (V_new = T diag(beta) X), O = diag(fq) q h + P T
+// diag(beta) X and h_{n+1} = exp(gamma_last) h_n + K2^T X: two multiplies a V_new element more, no product more.
 // Starts from h0[h0_index] (zero when h0_index < 0 or h0 is null); writes o (bf16, strided) and, when
 // ht_index[segment] >= 0, h to ht[ht_index] (fp32 [*, HV, 128, 128]). The pieces path passes ONE state buffer as
 // both h0 and ht (in place), although both are declared __restrict__: correct only because every element of ht
@@ -30,13 +34,15 @@ namespace gdn {
 // with 8 warps: min 2 blocks (a 128-register cap; 94-124 used and no spills on sm_90 / sm_120 with the shared
 // fragments of the update below), so two blocks share an SM when there are more blocks than SMs (packed sequences,
 // BV 32) instead of running in two waves.
-template <int C, int BV, int NWARPS, int STAGES>
+template <int C, int BV, int NWARPS, int STAGES, bool FOLD = false>
 __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
     gdn_chunk_fused(const bf16* __restrict__ kd, const bf16* __restrict__ w, const bf16* __restrict__ u,
                     const bf16* __restrict__ qg, const bf16* __restrict__ pmat, const float* __restrict__ gcum,
                     const int4* __restrict__ segs, const int* __restrict__ ht_index, int HV,
                     const float* __restrict__ h0, float* __restrict__ ht, bf16* __restrict__ o, long long o_st,
-                    long long o_sh) {
+                    long long o_sh, const bf16* __restrict__ q, long long q_st, long long q_sh,
+                    const bf16* __restrict__ k, long long k_st, long long k_sh, const bf16* __restrict__ v,
+                    long long v_st, long long v_sh, int H, const float2* __restrict__ rowscale) {
   constexpr int NT = NWARPS * 32;
   constexpr int LD = PadBf16Cols(kDim), LDH = PadBf16Cols(BV), LDP = PadBf16Cols(C);
   static_assert(kDim % BV == 0 && BV % 16 == 0 && C % 16 == 0, "BV must divide 128; BV, C multiples of 16");
@@ -59,6 +65,8 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
   auto qs_of = [&](int s) { return stage0 + s * kStage + 2 * C * LD; };
   auto ps_of = [&](int s) { return stage0 + s * kStage + 3 * C * LD; };
   auto us_of = [&](int s) { return stage0 + s * kStage + 3 * C * LD + C * LDP; };
+  // FOLD: per stage the rows' factors {fq, fx} [C] float2 after the stages.
+  float2* const rs = reinterpret_cast<float2*>(stage0 + STAGES * kStage);
 
   const int tid = threadIdx.x, warp = tid / 32;
   const int hv = blockIdx.y;
@@ -71,9 +79,31 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
   const unsigned off_k = tile_thread_offset<kDim, NT>(hv_row);  // W, qg, kd: [C][128] rows of [T, HV, 128]
   const unsigned off_u = tile_thread_offset<BV, NT>(hv_row);    // U slice: [C][BV]
   const unsigned off_p = tile_thread_offset<C, NT>(C);          // P: [C][C], dense
+  // FOLD: the W, U and qg tiles take the raw k and q of the key head and v's slice (their own row strides).
+  const int hk = FOLD ? hv / (HV / H) : 0;
+  const bf16* const qh = q + hk * q_sh;
+  const bf16* const kh = k + hk * k_sh;
+  const bf16* const vh = v + hv * v_sh + col0;
+  const unsigned off_q = FOLD ? tile_thread_offset<kDim, NT>(q_st) : 0u;
+  const unsigned off_kr = FOLD ? tile_thread_offset<kDim, NT>(k_st) : 0u;
+  const unsigned off_v = FOLD ? tile_thread_offset<BV, NT>(v_st) : 0u;
   auto issue_a = [&](long long t, int len, int s) {
     const long long base = (t * HV + hv) * kDim;
-    if (len == C) {
+    if constexpr (FOLD) {
+      if (len == C) {
+        load_tile_async_at<C, kDim, NT, true>(kh + t * k_st, k_st, off_kr, len, wsm_of(s), LD);
+        load_tile_async_at<C, BV, NT, true>(vh + t * v_st, v_st, off_v, len, us_of(s), LDH);
+        load_tile_async_at<C, kDim, NT, true>(qh + t * q_st, q_st, off_q, len, qs_of(s), LD);
+      } else {
+        load_tile_async_at<C, kDim, NT, false>(kh + t * k_st, k_st, off_kr, len, wsm_of(s), LD);
+        load_tile_async_at<C, BV, NT, false>(vh + t * v_st, v_st, off_v, len, us_of(s), LDH);
+        load_tile_async_at<C, kDim, NT, false>(qh + t * q_st, q_st, off_q, len, qs_of(s), LD);
+      }
+      if (tid < C) {  // rows past the chunk get zero factors
+        const float2* src = rowscale + (t + (tid < len ? tid : 0)) * HV + hv;
+        cp_async_ca_8_zfill(smem_addr(rs + s * C + tid), src, tid < len ? 8 : 0);
+      }
+    } else if (len == C) {
       load_tile_async_at<C, kDim, NT, true>(w + base, hv_row, off_k, len, wsm_of(s), LD);
       load_tile_async_at<C, BV, NT, true>(u + base + col0, hv_row, off_u, len, us_of(s), LDH);
       load_tile_async_at<C, kDim, NT, true>(qg + base, hv_row, off_k, len, qs_of(s), LD);
@@ -84,11 +114,12 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
     }
     if constexpr (STAGES == 1) cp_async_commit_group();
   };
+  const bf16* const kd_or_k2 = FOLD ? w : kd;  // FOLD: K2 in kd's place
   auto issue_b = [&](long long t, int len, long long chunk, int s) {
     if (len == C) {
-      load_tile_async_at<C, kDim, NT, true>(kd + (t * HV + hv) * kDim, hv_row, off_k, len, kds_of(s), LD);
+      load_tile_async_at<C, kDim, NT, true>(kd_or_k2 + (t * HV + hv) * kDim, hv_row, off_k, len, kds_of(s), LD);
     } else {
-      load_tile_async_at<C, kDim, NT, false>(kd + (t * HV + hv) * kDim, hv_row, off_k, len, kds_of(s), LD);
+      load_tile_async_at<C, kDim, NT, false>(kd_or_k2 + (t * HV + hv) * kDim, hv_row, off_k, len, kds_of(s), LD);
     }
     load_tile_async_at<C, C, NT, true>(pmat + (chunk * HV + hv) * C * C, C, off_p, C, ps_of(s), LDP);
     cp_async_commit_group();
@@ -170,14 +201,22 @@ __global__ void __launch_bounds__(NWARPS * 32, (C == 32 && NWARPS == 8) ? 2 : 1)
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc_o[i][j] = 0.f;
         warp_tile_mma2<kDim, false, true>(acc_v, wsm, acc_o[i], qs, LD, hb, LDH, m0, n0);  // h's fragment once
-        float v[8];  // V_new, zero in rows >= len
+        float vx[8];  // V_new (FOLD: X = v - fx (.) k h, O's rows times fq), zero in rows >= len
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const bool in = tile_row(m0, j) < len;
-          v[2 * j] = in ? __low2float(up[j]) - acc_v[2 * j] : 0.f;
-          v[2 * j + 1] = in ? __high2float(up[j]) - acc_v[2 * j + 1] : 0.f;
+          if constexpr (FOLD) {
+            const float2 f = rs[stage * C + tile_row(m0, j)];
+            vx[2 * j] = in ? __low2float(up[j]) - acc_v[2 * j] * f.y : 0.f;
+            vx[2 * j + 1] = in ? __high2float(up[j]) - acc_v[2 * j + 1] * f.y : 0.f;
+            acc_o[i][2 * j] *= f.x;
+            acc_o[i][2 * j + 1] *= f.x;
+          } else {
+            vx[2 * j] = in ? __low2float(up[j]) - acc_v[2 * j] : 0.f;
+            vx[2 * j + 1] = in ? __high2float(up[j]) - acc_v[2 * j + 1] : 0.f;
+          }
         }
-        store_tile_bf16(vn, LDH, m0, n0, v);
+        store_tile_bf16(vn, LDH, m0, n0, vx);
       }
     }
     // h = exp(gamma_last) h here, before the V_new barrier instead of after it: every warp, its FMULs

@@ -16,6 +16,12 @@
 // then q's), so S^T and O^T come from one m64n(2C) product: 8 HGMMA of n = 2C a chunk, not 16 of n = C; the
 // accumulator's columns C .. 2C-1 are O^T's. Every product's descriptors are stepped from its k-step 0's (one add
 // a k-step, wgmma_desc_*_stepped). O^T goes through a small padded tile to row-contiguous stores.
+// FOLD (beside gdn_chunk_prep_key<C, W, true>): no W and U in memory. With X = v - diag(e^gamma / |k|) k h (so that
+// V_new = T diag(beta) X), the stacked tile holds the raw k of the key head instead of W, the narrow tile v's slice
+// instead of U's, and prep folded T into the other operands: P T diag(beta) in P's place and K2 = (diag(fk) T
+// diag(beta))^T k in k's (the update's B), so
+//   [S^T | O^T] = h^T [k; q]^T,  X^T = v^T - fx (.) S^T,  O^T += X^T (P T diag(beta))^T,  h^T = e^gamma_last h^T + X^T K2
+// with the row factors {fq, fx = e^gamma / |k|}: the same chain, one A operand for both products instead of two.
 // h0 / ht: each thread reads and writes the same state elements (its accumulator's), so the pieces path's in-place
 // h0 == ht stays correct here too.
 // Who may call: hosts launching grid (128 / 64, HV, num_segments), block 128, dynamic shared
@@ -53,10 +59,11 @@ __device__ __forceinline__ void StoreStateT(const float (&hT)[kDim / 2], float* 
   }
 }
 
-template <int C>
+template <int C, bool FOLD = false>
 __global__ void __launch_bounds__(128, 1)
     gdn_chunk_fused_wgmma(const bf16* __restrict__ q, long long q_st, long long q_sh, const bf16* __restrict__ k,
-                          long long k_st, long long k_sh, int H, const bf16* __restrict__ w, const bf16* __restrict__ u,
+                          long long k_st, long long k_sh, const bf16* __restrict__ v, long long v_st, long long v_sh,
+                          int H, const bf16* __restrict__ w, const bf16* __restrict__ u,
                           const bf16* __restrict__ pmat, const float* __restrict__ gcum,
                           const float2* __restrict__ rowscale, const int4* __restrict__ segs,
                           const int* __restrict__ ht_index, int HV,
@@ -88,19 +95,27 @@ __global__ void __launch_bounds__(128, 1)
   const int hk = hv / (HV / H);
   const bf16* const qh = q + hk * q_sh;
   const bf16* const kh = k + hk * k_sh;
+  const bf16* const vh = v + hv * v_sh + col0;
+  // The stacked tile's first band (W, or with FOLD the raw k), the update's B (k, or K2) and the narrow tile (the U
+  // slice, or v's): row pointer and stride of each at token t.
+  auto band_src = [&](long long t) { return FOLD ? kh + t * k_st : w + (t * HV + hv) * kDim; };
+  const long long band_st = FOLD ? k_st : hv_row;
+  auto upd_src = [&](long long t) { return FOLD ? w + (t * HV + hv) * kDim : kh + t * k_st; };
+  const long long upd_st = FOLD ? hv_row : k_st;
+  auto narrow_src = [&](long long t) { return FOLD ? vh + t * v_st : u + (t * HV + hv) * kDim + col0; };
+  const long long narrow_st = FOLD ? v_st : hv_row;
   auto chunk_len = [&](long long t) { return static_cast<int>(seg.y - t < C ? seg.y - t : C); };
   auto issue = [&](long long t, int len, long long chunk, int s) {
-    const long long at = (t * HV + hv) * kDim;
     if (len == C) {
-      LoadSw128AsyncFixed<C, kDim, NT, true, kWqRows>(w_at(s), w + at, hv_row, len, tid);
+      LoadSw128AsyncFixed<C, kDim, NT, true, kWqRows>(w_at(s), band_src(t), band_st, len, tid);
       LoadSw128AsyncFixed<C, kDim, NT, true, kWqRows>(q_at(s), qh + t * q_st, q_st, len, tid);
-      LoadSw128AsyncFixed<C, kDim, NT, true>(k_at(s), kh + t * k_st, k_st, len, tid);
-      LoadSw128AsyncFixed<C, BV, NT, true>(u_at(s), u + at + col0, hv_row, len, tid);
+      LoadSw128AsyncFixed<C, kDim, NT, true>(k_at(s), upd_src(t), upd_st, len, tid);
+      LoadSw128AsyncFixed<C, BV, NT, true>(u_at(s), narrow_src(t), narrow_st, len, tid);
     } else {
-      LoadSw128AsyncFixed<C, kDim, NT, false, kWqRows>(w_at(s), w + at, hv_row, len, tid);
+      LoadSw128AsyncFixed<C, kDim, NT, false, kWqRows>(w_at(s), band_src(t), band_st, len, tid);
       LoadSw128AsyncFixed<C, kDim, NT, false, kWqRows>(q_at(s), qh + t * q_st, q_st, len, tid);
-      LoadSw128AsyncFixed<C, kDim, NT, false>(k_at(s), kh + t * k_st, k_st, len, tid);
-      LoadSw128AsyncFixed<C, BV, NT, false>(u_at(s), u + at + col0, hv_row, len, tid);
+      LoadSw128AsyncFixed<C, kDim, NT, false>(k_at(s), upd_src(t), upd_st, len, tid);
+      LoadSw128AsyncFixed<C, BV, NT, false>(u_at(s), narrow_src(t), narrow_st, len, tid);
     }
     LoadSw128AsyncFixed<C, C, NT, true>(p_at(s), pmat + (chunk * HV + hv) * C * C, C, C, tid);
     if (tid < C) {  // rows past the chunk get zero factors
@@ -176,15 +191,22 @@ __global__ void __launch_bounds__(128, 1)
     }
     // V_new^T = U^T - S^T, zero in token columns >= len; as the A operand of the P product (va) and, times fk, of
     // the update (vk).
+    // FOLD: X^T = v^T - fx (.) (k h)^T instead, the A operand of both (P and K2 carry T, beta and fk).
     unsigned va[kCSteps][4], vk[kCSteps][4];
 #pragma unroll
     for (int kk = 0; kk < kCSteps; ++kk) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int tk = 16 * kk + 8 * (i / 2) + 2 * c, d = 8 * kk + 2 * i;
-        const float n0 = tk < len ? uT[d] - s[d] : 0.f, n1 = tk + 1 < len ? uT[d + 1] - s[d + 1] : 0.f;
-        va[kk][i] = pack_bf16x2(n0, n1);
-        vk[kk][i] = pack_bf16x2(n0 * rsc[tk].y, n1 * rsc[tk + 1].y);
+        if constexpr (FOLD) {
+          const float n0 = tk < len ? uT[d] - s[d] * rsc[tk].y : 0.f;
+          const float n1 = tk + 1 < len ? uT[d + 1] - s[d + 1] * rsc[tk + 1].y : 0.f;
+          va[kk][i] = vk[kk][i] = pack_bf16x2(n0, n1);
+        } else {
+          const float n0 = tk < len ? uT[d] - s[d] : 0.f, n1 = tk + 1 < len ? uT[d + 1] - s[d + 1] : 0.f;
+          va[kk][i] = pack_bf16x2(n0, n1);
+          vk[kk][i] = pack_bf16x2(n0 * rsc[tk].y, n1 * rsc[tk + 1].y);
+        }
       }
     }
 #pragma unroll

@@ -141,17 +141,18 @@ __device__ __forceinline__ void chunk_cumsum(float* gam) {
   }
 }
 
-// The two scaled copies of T that W and U take, in bf16: Tw = T diag(beta e^gamma / |k|) and Tu = T diag(beta),
-// T = I + the strictly lower fp32 result of invert_unit_lower in L (row stride ldf), so that W = Tw k and U = Tu v
-// of the raw k and v tiles. They are written over L's own region: Tw at Tb, Tu at Tb + C * ldt (row stride ldt
-// each; PrepTRegionBytes(C)). Scaling T's columns instead of the C x 128 operands' rows touches C^2 elements instead
-// of 128 C and leaves k and v raw (one bf16 rounding less each). Every thread owns column c = tid % C of both
-// (NT % C == 0), so it takes column c's two factors once (after between(): taken before it, they made ptxas spill
-// in three variants). Every thread reads its elements of L into registers, calls between() (which must end with a
-// block barrier: nobody writes Tw before everybody has read L), then writes them. Called by all NT threads.
-template <int C, int NT, class Between>
-__device__ __forceinline__ void unit_lower_to_w_u_bf16(const float* L, int ldf, bf16* Tb, int ldt, const float* bet,
-                                                       const float* gam, const float* kinv, Between between) {
+// Two scaled bf16 copies of T = I + the strictly lower fp32 result of invert_unit_lower in L (row stride ldf),
+// written over L's own region: Tb[r][c] = T[r][c] col(c).x row(r) and Tb[C + r][c] = T[r][c] col(c).y (row stride
+// ldt each; PrepTRegionBytes(C)). For W = Tw k and U = Tu v (`unit_lower_to_w_u_bf16`) the column factors are
+// {beta e^gamma / |k|, beta} and there is no row factor: scaling T's columns instead of the C x 128 operands' rows
+// touches C^2 elements instead of 128 C and leaves k and v raw (one bf16 rounding less each). Every thread owns
+// column c = tid % C of both (NT % C == 0), so it takes column c's factors once (after between(): taken before it,
+// they made ptxas spill in three variants). Every thread reads its elements of L into registers, calls between()
+// (which must end with a block barrier: nobody writes Tb before everybody has read L), then writes them. Called by
+// all NT threads.
+template <int C, int NT, class Between, class ColFactors, class RowFactor>
+__device__ __forceinline__ void unit_lower_to_scaled_bf16(const float* L, int ldf, bf16* Tb, int ldt, Between between,
+                                                          ColFactors col, RowFactor row) {
   static_assert(NT % C == 0, "a fixed column per thread");
   constexpr int PER = C * C / NT, kRowStep = NT / C;
   const int c = threadIdx.x % C, r0 = threadIdx.x / C;
@@ -162,13 +163,21 @@ __device__ __forceinline__ void unit_lower_to_w_u_bf16(const float* L, int ldf, 
     tv[e] = c < r ? L[r * ldf + c] : (c == r ? 1.f : 0.f);
   }
   between();
-  const float fw = bet[c] * __expf(gam[c]) * kinv[c], fu = bet[c];
+  const float2 f = col(c);
 #pragma unroll
   for (int e = 0; e < PER; ++e) {
     const int r = r0 + e * kRowStep;
-    Tb[r * ldt + c] = __float2bfloat16(tv[e] * fw);
-    Tb[(C + r) * ldt + c] = __float2bfloat16(tv[e] * fu);
+    Tb[r * ldt + c] = __float2bfloat16(tv[e] * f.x * row(r));
+    Tb[(C + r) * ldt + c] = __float2bfloat16(tv[e] * f.y);
   }
+}
+// Tw = T diag(beta e^gamma / |k|) at Tb and Tu = T diag(beta) at Tb + C ldt, so that W = Tw k and U = Tu v.
+template <int C, int NT, class Between>
+__device__ __forceinline__ void unit_lower_to_w_u_bf16(const float* L, int ldf, bf16* Tb, int ldt, const float* bet,
+                                                       const float* gam, const float* kinv, Between between) {
+  unit_lower_to_scaled_bf16<C, NT>(
+      L, ldf, Tb, ldt, between, [&](int c) { return make_float2(bet[c] * __expf(gam[c]) * kinv[c], bet[c]); },
+      [](int) { return 1.f; });
 }
 
 // kd = kn exp(gamma_last - gamma), kn = k / |k| (kinv), for the len rows of the chunk at token t0: the raw k tile

@@ -6,7 +6,10 @@
 // per-value-head prep did them three times. Per value head, as gdn_chunk_prep: gates, in-chunk cumsum gamma, P
 // and L as the products' epilogues (here from the stored products), the row factors, T = (I + L)^-1, W = (T
 // diag(beta e^gamma / |k|)) k into its own tile (raw k stays for the next value head), U = (T diag(beta)) v over v.
-// Shared memory: PrepKeySmem.
+// FOLD (beside gdn_chunk_fused_wgmma<C, true>): neither v nor W and U; per value head P stays in shared memory and
+// leaves as P T diag(beta) (pmat), K2 = (diag(fk) T diag(beta))^T k (w; fk = e^(gamma_last - gamma) / |k|) and the
+// row factors {scale e^gamma / |q|, e^gamma / |k|}: the pass computes X = v - diag(e^gamma / |k|) k h itself.
+// Shared memory: PrepKeySmem (FOLD: P [C][C+8] bf16 and fk [C] in v's space).
 // Who may call: hosts launching grid (num_chunks, H), block NWARPS * 32, dynamic shared PrepKeySharedBytes(C); the
 // arguments of gdn_chunk_prep<C, NWARPS, true, true> (qg unused).
 // Thread-safety: each block writes only its own chunk's rows of its key head's value heads.
@@ -38,7 +41,7 @@ struct PrepKeySmem {
 // One value head hv of the block's key head: gdn_chunk_prep's work from the gates on, over the raw tiles, products
 // and norms the kernel left in shared memory; ends with a barrier. Not inlined: as the body of the kernel's loop over
 // the value heads, every address of it was loop-invariant and hoisted (168 registers; 64 as a call).
-template <int C, int NWARPS>
+template <int C, int NWARPS, bool FOLD>
 __device__ __noinline__ void PrepKeyValueHead(const bf16* __restrict__ v, long long v_st, long long v_sh,
                                               const bf16* __restrict__ a, const bf16* __restrict__ b, long long ab_st,
                                               const float* __restrict__ A_log, const float* __restrict__ dt_bias,
@@ -58,8 +61,12 @@ __device__ __noinline__ void PrepKeyValueHead(const bf16* __restrict__ v, long l
               *const kinv = sm.kinv, *const qinv = sm.qinv;
   const int tid = threadIdx.x;
   const long long row = static_cast<long long>(HV) * kDim;
-  load_tile_async<C, kDim, NT>(v + t0 * v_st + hv * v_sh, v_st, len, vb, LD);
-  cp_async_commit_group();
+  bf16* const pb = vb;                                                    // FOLD: P [C][LDT] bf16 in v's space
+  float* const fkr = reinterpret_cast<float*>(vb + C * LDT);              // FOLD: fk [C]
+  if constexpr (!FOLD) {
+    load_tile_async<C, kDim, NT>(v + t0 * v_st + hv * v_sh, v_st, len, vb, LD);
+    cp_async_commit_group();
+  }
   const float alog = g_in != nullptr ? 0.f : A_log[hv], dtb = g_in != nullptr ? 0.f : dt_bias[hv];
   for (int r = tid; r < C; r += NT) {
     const float2 gb =
@@ -78,17 +85,39 @@ __device__ __noinline__ void PrepKeyValueHead(const bf16* __restrict__ v, long l
     const int i = tid + e * NT, r = i / (C / 2), c = (i % (C / 2)) * 2;
     const float gr = gam[r], sr = scale * qinv[r], br = bet[r] * kinv[r];
     const float f0 = kinv[c] * __expf(gr - gam[c]), f1 = kinv[c + 1] * __expf(gr - gam[c + 1]);
-    store_bf16x2(pout + r * C + c, c <= r ? sr * gqk[r * LDF + c] * f0 : 0.f,
+    store_bf16x2((FOLD ? pb + r * LDT : pout + r * C) + c, c <= r ? sr * gqk[r * LDF + c] * f0 : 0.f,
                  c + 1 <= r ? sr * gqk[r * LDF + c + 1] * f1 : 0.f);
     L[r * LDF + c] = c < r ? br * gkk[r * LDF + c] * f0 : 0.f;
     L[r * LDF + c + 1] = c + 1 < r ? br * gkk[r * LDF + c + 1] * f1 : 0.f;
   }
-  if (tid < len) {  // the factors of qg and kd
+  if constexpr (FOLD) {  // the factors of qg and of k h in X; fk for Ty's rows
+    if (tid < C) fkr[tid] = tid < len ? __expf(gam[len - 1] - gam[tid]) * kinv[tid] : 0.f;
+    if (tid < len) {
+      rowscale[static_cast<long long>(t0 + tid) * HV + hv] =
+          make_float2(scale * __expf(gam[tid]) * qinv[tid], __expf(gam[tid]) * kinv[tid]);
+    }
+  } else if (tid < len) {  // the factors of qg and kd
     rowscale[static_cast<long long>(t0 + tid) * HV + hv] =
         make_float2(scale * __expf(gam[tid]) * qinv[tid], __expf(gam[len - 1] - gam[tid]) * kinv[tid]);
   }
   __syncthreads();
   invert_unit_lower<C, NWARPS>(L, LDF);
+  if constexpr (FOLD) {
+    // Ty = diag(fk) T diag(beta) at Tb, Tp = T diag(beta) at Tb + C LDT; then P T diag(beta) to pmat and
+    // K2 = Ty^T k into wt (k stays raw).
+    unit_lower_to_scaled_bf16<C, NT>(
+        L, LDF, Tb, LDT, [] { __syncthreads(); }, [&](int c) { return make_float2(bet[c], bet[c]); },
+        [&](int r) { return fkr[r]; });
+    __syncthreads();
+    smem_gemm<C, C, C, false, true, NWARPS>(pb, LDT, Tb + C * LDT, LDT, [&](int r, int c, float x0, float x1) {
+      store_bf16x2(pout + r * C + c, x0, x1);
+    });
+    smem_gemm_into<C, kDim, NWARPS, true>(Tb, LDT, kraw, LD, wt, LD);
+    __syncthreads();
+    store_rows_global<C, NT>(wt, LD, len, w + (static_cast<long long>(t0) * HV + hv) * kDim, row);
+    __syncthreads();  // K2, the T region and the gates are free for the next value head
+    return;
+  }
   unit_lower_to_w_u_bf16<C, NT>(L, LDF, Tb, LDT, bet, gam, kinv, [] {
     cp_async_wait_all();  // v
     __syncthreads();
@@ -105,7 +134,7 @@ __device__ __noinline__ void PrepKeyValueHead(const bf16* __restrict__ v, long l
   __syncthreads();  // W, U, L and the gates are free for the next value head
 }
 
-template <int C, int NWARPS>
+template <int C, int NWARPS, bool FOLD = false>
 __global__ void __launch_bounds__(NWARPS * 32)
     gdn_chunk_prep_key(const bf16* __restrict__ q, long long q_st, long long q_sh,  //
                        const bf16* __restrict__ k, long long k_st, long long k_sh,  //
@@ -160,7 +189,7 @@ __global__ void __launch_bounds__(NWARPS * 32)
   __syncthreads();  // the products are in; q is used (its space takes v)
 
   for (int j = 0; j < ratio; ++j) {
-    PrepKeyValueHead<C, NWARPS>(v, v_st, v_sh, a, b, ab_st, A_log, dt_bias, g_in, beta_in, t0, len, HV,
+    PrepKeyValueHead<C, NWARPS, FOLD>(v, v_st, v_sh, a, b, ab_st, A_log, dt_bias, g_in, beta_in, t0, len, HV,
                                 hk * ratio + j, gcum, w, u, kd, scale, pmat, rowscale);
   }
 }

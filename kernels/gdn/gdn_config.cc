@@ -19,8 +19,9 @@ std::vector<tuner::TunableParam> Params() {
        "(sm_90a)"},
       {"piece_chunks", {0, 64},
        "0: prep, then the state pass; else chunks per piece: prep of piece i+1 overlaps the state pass of piece i"},
-      {"prep_heads", {0, 1},
-       "0: prep per (chunk, value head); 1: per (chunk, key head), q and k's products once (wgmma pass, chunk 32)"},
+      {"prep_heads", {0, 1, 2},
+       "0: prep per (chunk, value head); 1: per (chunk, key head), q and k's products once (wgmma pass, chunk 32); "
+       "2: that prep folding T into K2 and P, the fused pass reading v, k and q instead of U, W and qg (sequential only)"},
   };
 }
 
@@ -36,6 +37,11 @@ std::string GeometryInvalidReason(const tuner::Config& config) {
   }
   if (config.at("prep_heads") == 1 && (!IsHopperTier(config) || config.at("chunk") != 32)) {
     return "prep_heads 1 (prep per key head) writes the wgmma pass's operands (fused 3) at chunk 32 only";
+  }
+  if (config.at("prep_heads") == 2 &&
+      (config.at("fused") == 0 || config.at("chunk") != 32 || config.at("segment_chunks") > 0)) {
+    return "prep_heads 2 (prep per key head, T folded into K2 and P) feeds a fused sequential pass at chunk 32 only "
+           "(fused > 0, segment_chunks 0: no W, U or kd for the split pass's transfer)";
   }
   if (config.at("piece_chunks") > 0 && (config.at("fused") == 0 || config.at("segment_chunks") > 0)) {
     return "piece_chunks needs the fused kernel and the sequential state pass (fused > 0, segment_chunks 0)";
@@ -99,15 +105,16 @@ KernelNames KernelNamesOf(const Geometry& g) {
   const std::string c = std::to_string(g.chunk), s = std::to_string(g.state_bv), o = std::to_string(g.out_bv),
                     w = std::to_string(g.warps);
   KernelNames n;
-  n.prep = g.prep_heads == 1 ? "gdn::gdn_chunk_prep_key<" + c + ", " + w + ">"
+  n.prep = g.prep_heads > 0 ? "gdn::gdn_chunk_prep_key<" + c + ", " + w + (g.prep_heads == 2 ? ", true>" : ">")
                               : "gdn::gdn_chunk_prep<" + c + ", " + w +
                                     (g.IsWgmmaPass() ? ", true, true>" : g.fused ? ", true>" : ", false>");
   n.transfer = "gdn::gdn_chunk_state<" + c + ", " + s + ", " + w + ", true>";
   n.combine = "gdn::gdn_state_combine<" + s + ">";
   if (g.fused == kFusedWgmma) {
-    n.fused = "gdn::gdn_chunk_fused_wgmma<" + c + ">";
+    n.fused = "gdn::gdn_chunk_fused_wgmma<" + c + (g.prep_heads == 2 ? ", true>" : ">");
   } else if (g.fused) {
-    n.fused = "gdn::gdn_chunk_fused<" + c + ", " + s + ", " + w + ", " + std::to_string(g.fused) + ">";
+    n.fused = "gdn::gdn_chunk_fused<" + c + ", " + s + ", " + w + ", " + std::to_string(g.fused) +
+              (g.prep_heads == 2 ? ", true>" : ">");
   } else {
     n.state = "gdn::gdn_chunk_state<" + c + ", " + s + ", " + w + ", false>";
     n.output = "gdn::gdn_chunk_output<" + c + ", " + o + ", " + w + ">";
@@ -125,13 +132,14 @@ std::vector<std::string> KernelNames::All() const {
 }
 
 int PrepSharedBytesOf(const Geometry& g) {
-  return g.prep_heads == 1 ? ::gdn::PrepKeySharedBytes(g.chunk) : ::gdn::PrepSharedBytes(g.chunk);
+  return g.prep_heads > 0 ? ::gdn::PrepKeySharedBytes(g.chunk) : ::gdn::PrepSharedBytes(g.chunk);
 }
 int StateSharedBytesOf(const Geometry& g) { return ::gdn::StateSharedBytes(g.chunk, g.state_bv); }
 int CombineSharedBytesOf(const Geometry& g) { return ::gdn::CombineSharedBytes(g.state_bv); }
 int OutputSharedBytesOf(const Geometry& g) { return ::gdn::OutputSharedBytes(g.chunk, g.out_bv); }
 int FusedSharedBytesOf(const Geometry& g) {
   if (g.fused == kFusedWgmma) return ::gdn::FusedWgmmaSharedBytes(g.chunk);
+  if (g.prep_heads == 2) return ::gdn::FusedFoldSharedBytes(g.chunk, g.state_bv, g.fused);
   return ::gdn::FusedSharedBytes(g.chunk, g.state_bv, g.fused);
 }
 int MaxSharedBytesOf(const Geometry& g) {

@@ -13,7 +13,9 @@
 //                   (transfer maps per segment, combine, state pass per segment); a launch-time choice only
 //   prep_heads      0: prep one block per (chunk, value head) (gdn_chunk_prep); 1: per (chunk, key head), looping
 //                   over its value heads with q, k, their norms and products taken once (gdn_chunk_prep_key; the
-//                   wgmma pass's operands only, chunk 32)
+//                   wgmma pass's operands only, chunk 32); 2: that prep with T folded into the pass's operands
+//                   (gdn_chunk_prep_key<C, W, true>: K2 and P T diag(beta) instead of W, U, kd and qg; the fused
+//                   passes' FOLD forms read v, k and q; fused 1-3, chunk 32, no split pass)
 //   piece_chunks    0: prep over the whole call, then the fused state pass; else every sequence is cut into pieces
 //                   of this many chunks, prep of piece i+1 runs on the caller's stream while the fused pass of
 //                   piece i runs on a second, higher-priority stream (StreamFork) from piece i-1's final state;

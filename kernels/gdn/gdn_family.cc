@@ -75,7 +75,9 @@ class GdnFamily final : public kernels::SpecFamily<ProblemSpec> {
     };
     // The Hopper tier's wgmma pass first (sm_90a only: elsewhere the tuner drops these seeds as arch-invalid), with
     // prep per key head (0.1-1 % faster at (16,48) and (16,32) 1x8192) and per value head.
-    return {fused(64, 4, kFusedWgmma, 0, 64, /*prep_heads=*/1),
+    return {fused(64, 4, kFusedWgmma, 0, 0, /*prep_heads=*/2),
+            fused(64, 4, kFusedWgmma, 0, 64, /*prep_heads=*/2),
+            fused(64, 4, kFusedWgmma, 0, 64, /*prep_heads=*/1),
             fused(64, 4, kFusedWgmma, 0, 64),
             fused(64, 4, kFusedWgmma, 0, 0),
             fused(64, 4, kFusedWgmma, 32, 0),

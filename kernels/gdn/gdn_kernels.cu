@@ -3,5 +3,6 @@
 #include "gdn_chunk_fused.cuh"
 #include "gdn_chunk_output.cuh"
 #include "gdn_chunk_prep.cuh"
+#include "gdn_chunk_prep_key.cuh"
 #include "gdn_chunk_state.cuh"
 #include "gdn_recurrent.cuh"

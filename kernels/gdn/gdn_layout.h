@@ -51,6 +51,9 @@ GDN_HD constexpr int FusedSharedBytes(int c, int bv, int stages) {
          stages * (3 * c * PadBf16Cols(kDim) * 2 + c * PadBf16Cols(c) * 2 + c * PadBf16Cols(bv) * 2);
 }
 
+// gdn_chunk_fused<C, BV, NWARPS, STAGES, true>: the same and per stage the rows' factor pairs [C] float2.
+GDN_HD constexpr int FusedFoldSharedBytes(int c, int bv, int stages) { return FusedSharedBytes(c, bv, stages) + stages * c * 8; }
+
 // gdn_chunk_fused_wgmma<C> (sm_90a): one warpgroup, kWgmmaBv state columns per block; per load stage (two) W, q,
 // k [C][128] and the U slice and P [C][64] bf16 in the 128-byte swizzled layout (1024-byte aligned tiles, P's rows
 // padded to 64 columns), then the O staging tile [C][kWgmmaBv+8] bf16 and per stage the rows' factor pairs [C]

@@ -205,7 +205,7 @@ def run_chunked(K, inp, seqlens, h0, want_ht, seg_chunks=None, fused=False):
     if fused:
         K.launch("fused2" if fused == 2 else "fused", (D // K.BVS, HV, nseg), (NT,),
                  (P(kd), P(w), P(u), P(qg), P(pm), P(gcum), P(segs_d), P(dev_i32(ht_idx)), I32(HV), P(state0),
-                  P(ht), P(o), I64(o.stride(0)), I64(o.stride(1))))
+                  P(ht), P(o), I64(o.stride(0)), I64(o.stride(1))) + FUSED_FOLD_UNUSED)
         return o, ht
     K.launch("state", (D // K.BVS, HV, nseg), (NT,),
              (P(kd), P(w), P(u), P(gcum), P(segs_d), P(dev_i32(ht_idx)), I32(HV), P(state0), P(ht), P(hbuf),
@@ -229,6 +229,10 @@ def run_recurrent(K, inp, seqlens, h0, want_ht):
               P(None), P(None), P(dev_i32(cu)), I32(H), I32(HV), I32(1), np.float32(D ** -0.5), P(h0), P(ht),
               P(o), I64(o.stride(0)), I64(o.stride(1))))
     return o, ht
+
+
+# gdn_chunk_fused's trailing arguments that only its FOLD form reads (q, k, v with strides, H, rowscale).
+FUSED_FOLD_UNUSED = (np.uint64(0), I64(0), I64(0)) * 3 + (I32(1), np.uint64(0))
 
 
 def reference(inp, seqlens, h0):
@@ -387,13 +391,16 @@ def stage_timing(K, H, HV, L, seg_chunks, once=False, keys=None):
         "prep(fused)": lambda: K.launch("prepf", (nchunks, HV), (NT,), prep_args(inp, chunks_d, gcum, w, u, kd, qg, pm)),
         "fused(seq)": lambda: K.launch("fused", (D // K.BVS, HV, 1), (NT,),
                                        (P(kd), P(w), P(u), P(qg), P(pm), P(gcum), P(segs_seq), P(ht_seq), I32(HV),
-                                        np.uint64(0), P(ht), P(o), I64(o.stride(0)), I64(o.stride(1)))),
+                                        np.uint64(0), P(ht), P(o), I64(o.stride(0)), I64(o.stride(1)))
+                                       + FUSED_FOLD_UNUSED),
         "fused2(seq)": lambda: K.launch("fused2", (D // K.BVS, HV, 1), (NT,),
                                         (P(kd), P(w), P(u), P(qg), P(pm), P(gcum), P(segs_seq), P(ht_seq), I32(HV),
-                                         np.uint64(0), P(ht), P(o), I64(o.stride(0)), I64(o.stride(1)))),
+                                         np.uint64(0), P(ht), P(o), I64(o.stride(0)), I64(o.stride(1)))
+                                        + FUSED_FOLD_UNUSED),
         "fused(split)": lambda: K.launch("fused", (D // K.BVS, HV, nseg), (NT,),
                                          (P(kd), P(w), P(u), P(qg), P(pm), P(gcum), P(segs_split), P(ht_split),
-                                          I32(HV), P(st), P(ht), P(o), I64(o.stride(0)), I64(o.stride(1)))),
+                                          I32(HV), P(st), P(ht), P(o), I64(o.stride(0)), I64(o.stride(1)))
+                                         + FUSED_FOLD_UNUSED),
         "state(seq)": lambda: K.launch("state", (D // K.BVS, HV, 1), (NT,),
                                        (P(kd), P(w), P(u), P(gcum), P(segs_seq), P(ht_seq), I32(HV), np.uint64(0),
                                         P(ht), P(hbuf), P(vnew))),

@@ -45,8 +45,8 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
   EXPECT_EQ(f.name(), "gdn");
   const tuner::Problem bucket = *f.Bucket(MakeProblem(16, 48, 8192));
   std::set<std::string> expressions;
-  std::size_t valid = 0, fused_duplicates = 0, hopper_shapes = 0, key_prep = 0, unpieceable = 0, dominated = 0,
-              hopper = 0;
+  std::size_t valid = 0, fused_duplicates = 0, hopper_shapes = 0, key_prep = 0, folded_split = 0, unpieceable = 0,
+              dominated = 0, hopper = 0;
   for (const tuner::Config& c : tuner::EnumerateSpace(f)) {
     const std::string why = f.InvalidReason(c, bucket);
     if (c.at("fused") > 0 && c.at("out_bv") != kFusedOutBv) {
@@ -56,8 +56,12 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
       EXPECT_NE(why.find("one warpgroup per 64 state columns"), std::string::npos) << why;
       ++hopper_shapes;
     } else if (c.at("prep_heads") == 1 && (c.at("fused") < 3 || c.at("chunk") != 32)) {
-      EXPECT_NE(why.find("prep_heads 1"), std::string::npos) << why;
+      EXPECT_NE(why.find("prep_heads 1 (prep per key head)"), std::string::npos) << why;
       ++key_prep;
+    } else if (c.at("prep_heads") == 2 &&
+               (c.at("fused") == 0 || c.at("chunk") != 32 || c.at("segment_chunks") > 0)) {
+      EXPECT_NE(why.find("prep_heads 2 (prep per key head, T folded"), std::string::npos) << why;
+      ++folded_split;
     } else if (c.at("piece_chunks") > 0 && (c.at("fused") == 0 || c.at("segment_chunks") > 0)) {
       EXPECT_NE(why.find("piece_chunks needs the fused kernel"), std::string::npos) << why;
       ++unpieceable;
@@ -79,7 +83,7 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
     EXPECT_EQ(spec.main_file, IsHopperTier(c) ? "gdn_kernels_sm90a.cu" : "gdn_kernels.cu");
     // prep, transfer, combine, recurrent and either state + output or the fused kernel
     ASSERT_EQ(spec.name_expressions.size(), g->fused ? 5u : 6u);
-    EXPECT_NE(spec.name_expressions[0].find((g->prep_heads ? "gdn_chunk_prep_key<" : "gdn_chunk_prep<") +
+    EXPECT_NE(spec.name_expressions[0].find((g->prep_heads > 0 ? "gdn_chunk_prep_key<" : "gdn_chunk_prep<") +
                                             std::to_string(g->chunk)),
               std::string::npos);
     bool has_fused = false, has_wgmma = false;
@@ -97,23 +101,27 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
   }
   // 8192 tokens: every segment and piece length splits. Fused configs (3 of the 4 fused values) carry one out_bv
   // (2 of its 3 values are duplicates: n x 3 / 4 x 2 / 3); the wgmma pass (fused 3) has one state_bv and one warps
-  // value of the 6 pairs (its configs with out_bv 64: n x 1 / 4 x 1 / 3 x 5 / 6); prep per key head feeds the wgmma
-  // pass at chunk 32 only (fused 0: 2 x 3 x 3 x 2 x 4 x 2 = 288, fused 1, 2: 2 x 3 x 2 x 4 x 2 x 2 = 192, fused 3
-  // at chunk 64: 4 segments x 2 pieces = 8).
+  // value of the 6 pairs (its configs with out_bv 64: n x 1 / 4 x 1 / 3 x 5 / 6); prep per key head (prep_heads 1)
+  // feeds the wgmma pass at chunk 32 only (fused 0: 2 x 3 x 3 x 2 x 4 x 2 = 288, fused 1, 2: 2 x 3 x 2 x 4 x 2 x 2 =
+  // 192, fused 3 at chunk 64: 4 segments x 2 pieces = 8).
   const std::size_t n = tuner::EnumerateSpace(f).size();
-  EXPECT_EQ(n, 2304u);
+  EXPECT_EQ(n, 3456u);
   EXPECT_EQ(fused_duplicates, n / 2);
   EXPECT_EQ(hopper_shapes, n * 5 / 72);
   EXPECT_EQ(key_prep, 288u + 192u + 8u);
+  // the folded prep (prep_heads 2) feeds the fused passes at chunk 32 without a split: fused 0 (288), fused 1, 2 at
+  // chunk 64 (3 x 2 x 4 x 2 x 2 = 96) or with segments (3 x 2 x 3 x 2 x 2 = 72), fused 3 at chunk 64 (8) or with
+  // segments (3 x 2 = 6).
+  EXPECT_EQ(folded_split, 288u + 96u + 72u + 8u + 6u);
   // pieces (piece_chunks 64) with fused 0 (2 chunks x 3 state_bv x 3 out_bv x 2 warps x 4 segments = 144) or a split
   // pass (fused 1, 2: 2 x 3 x 2 x 3 segments x 2 = 72; fused 3: 2 chunks x 3 segments = 6, and with prep per key
   // head at chunk 32: 3).
   EXPECT_EQ(unpieceable, 144u + 72u + 6u + 3u);
-  EXPECT_EQ(valid, n - fused_duplicates - hopper_shapes - key_prep - unpieceable - dominated);
-  EXPECT_EQ(valid, 42u) << "chunk 32 only: 2 stages x 3 state_bv x 2 warps, and the wgmma pass (one shape) with "
+  EXPECT_EQ(valid, n - fused_duplicates - hopper_shapes - key_prep - folded_split - unpieceable - dominated);
+  EXPECT_EQ(valid, 68u) << "chunk 32 only: 2 stages x 3 state_bv x 2 warps, and the wgmma pass (one shape) with "
                            "prep per value or key head, each with pieces of 0 or 64 chunks and the sequential pass, "
-                           "or segments of 32 chunks";
-  EXPECT_EQ(hopper, 6u);
+                           "or segments of 32 chunks; with the folded prep, the sequential pass of each (24 + 2)";
+  EXPECT_EQ(hopper, 8u);
   EXPECT_GT(expressions.size(), 10u);
 }
 

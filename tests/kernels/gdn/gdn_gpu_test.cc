@@ -95,6 +95,13 @@ TEST_F(GdnGpu, VariantsMatchTheFloat64ReferenceOnPackedAndSingleSequences) {
             configs.push_back(ConfigOf(g));
           }
         }
+  for (int fused : {1, 2})  // the folded prep (per key head) and the fused pass's FOLD form
+    for (int pieces : {0, 64})
+      for (int bv_warps : {0, 1}) {
+        configs.push_back(ConfigOf({.chunk = 32, .state_bv = bv_warps ? 64 : 32, .out_bv = kFusedOutBv,
+                                    .warps = bv_warps ? 8 : 4, .fused = fused, .piece_chunks = pieces,
+                                    .prep_heads = 2}));
+      }
   const std::string arch = ctx->info().arch();
   if (arch == "sm_90a") {  // the Hopper tier: the wgmma fused pass (one warpgroup, 64 state columns)
     for (int chunk : {32, 64})
@@ -105,13 +112,15 @@ TEST_F(GdnGpu, VariantsMatchTheFloat64ReferenceOnPackedAndSingleSequences) {
                                       .warps = 4, .segment_chunks = seg, .fused = kFusedWgmma,
                                       .piece_chunks = pieces}));
         }
-    for (int seg : {0, 8})  // prep per key head, beside the pass it feeds
-      for (int pieces : {0, 64}) {
-        if (pieces > 0 && seg > 0) continue;
-        configs.push_back(ConfigOf({.chunk = 32, .state_bv = ::gdn::kWgmmaBv, .out_bv = kFusedOutBv, .warps = 4,
-                                    .segment_chunks = seg, .fused = kFusedWgmma, .piece_chunks = pieces,
-                                    .prep_heads = 1}));
-      }
+    for (int prep_heads : {1, 2})  // prep per key head (2: T folded, the pass reads v), beside the pass it feeds
+      for (int seg : {0, 8})
+        for (int pieces : {0, 64}) {
+          if (pieces > 0 && seg > 0) continue;
+          if (prep_heads == 2 && seg > 0) continue;
+          configs.push_back(ConfigOf({.chunk = 32, .state_bv = ::gdn::kWgmmaBv, .out_bv = kFusedOutBv, .warps = 4,
+                                      .segment_chunks = seg, .fused = kFusedWgmma, .piece_chunks = pieces,
+                                      .prep_heads = prep_heads}));
+        }
   }
   tuner::ThreadPool pool(8);
   std::vector<std::future<Result<tuner::CompiledVariant>>> compiled;
