@@ -170,7 +170,51 @@ Result<ReferenceResult> ReferenceRecurrent(const ReferenceProblem& p) {
   return out;
 }
 
-Result<ReferenceResult> ReferenceChunked(const ReferenceProblem& p, int chunk_len) {
+// The folded form of one chunk (gdn_chunk_prep_key<C, W, true> and the passes' FOLD forms): with Tb = T diag(beta)
+// and X = v - diag(e^gamma) K h (so that V_new = Tb X),
+//   O = diag(e^gamma) Q h + (P Tb) X,   h = e^gamma_last h + K2^T X,   K2 = (diag(e^(gamma_last - gamma)) Tb)^T K,
+// P = tril_incl(Q K^T (.) Gamma). Updates o's c rows (zero on entry) and h in place.
+static void FoldedChunk(const std::vector<std::vector<double>>& qn, const std::vector<std::vector<double>>& kn,
+                        const std::vector<double>& gam, const std::vector<double>& beta, const std::vector<double>& T,
+                        const double* v, std::int64_t v_row, int K, int V, double* o, std::int64_t o_row,
+                        std::vector<double>& h) {
+  const int c = static_cast<int>(gam.size());
+  const double glast = gam[c - 1];
+  std::vector<double> X(static_cast<std::size_t>(c) * V);
+  for (int i = 0; i < c; ++i) {
+    const double ei = std::exp(gam[i]);
+    for (int j = 0; j < V; ++j) {
+      double kh = 0.0;
+      for (int x = 0; x < K; ++x) kh += kn[i][x] * h[x * V + j];
+      X[i * V + j] = v[i * v_row + j] - ei * kh;
+    }
+  }
+  for (int i = 0; i < c; ++i) {
+    const double ei = std::exp(gam[i]);
+    double* oi = o + i * o_row;
+    for (int x = 0; x < K; ++x) {
+      for (int j = 0; j < V; ++j) oi[j] += qn[i][x] * ei * h[x * V + j];
+    }
+    for (int s = 0; s < c; ++s) {  // (P Tb)[i][s] = sum over m in [s, i] of P[i][m] T[m][s] beta[s]
+      double po = 0.0;
+      for (int m = s; m <= i; ++m) po += Dot(qn[i], kn[m]) * std::exp(gam[i] - gam[m]) * T[m * c + s] * beta[s];
+      for (int j = 0; j < V; ++j) oi[j] += po * X[s * V + j];
+    }
+  }
+  for (double& x : h) x *= std::exp(glast);
+  for (int s = 0; s < c; ++s) {
+    std::vector<double> k2(K, 0.0);  // row s of K2: sum over i >= s of e^(glast - gam_i) T[i][s] beta[s] kn[i]
+    for (int i = s; i < c; ++i) {
+      const double f = std::exp(glast - gam[i]) * T[i * c + s] * beta[s];
+      for (int x = 0; x < K; ++x) k2[x] += f * kn[i][x];
+    }
+    for (int x = 0; x < K; ++x) {
+      for (int j = 0; j < V; ++j) h[x * V + j] += k2[x] * X[s * V + j];
+    }
+  }
+}
+
+Result<ReferenceResult> ReferenceChunked(const ReferenceProblem& p, int chunk_len, ChunkedForm form) {
   DFLASH_RETURN_IF_ERROR(ValidateReferenceProblem(p));
   if (chunk_len <= 0) return InvalidArgument("gdn reference: chunk length must be positive");
   const Dims d = DimsOf(p);
@@ -203,6 +247,11 @@ Result<ReferenceResult> ReferenceChunked(const ReferenceProblem& p, int chunk_le
             const double lis = beta[i] * Dot(kn[i], kn[s]) * std::exp(gam[i] - gam[s]);
             for (int col = 0; col <= s; ++col) T[i * c + col] -= lis * T[s * c + col];
           }
+        }
+        if (form == ChunkedForm::kFolded) {
+          FoldedChunk(qn, kn, gam, beta, T, p.v.data() + (t0 * d.HV + hv) * d.V, static_cast<std::int64_t>(d.HV) * d.V,
+                      d.K, d.V, out.o.data() + (t0 * d.HV + hv) * d.V, static_cast<std::int64_t>(d.HV) * d.V, h);
+          continue;
         }
         // W = T diag(beta e^gamma) K (c x K), U = T diag(beta) V (c x V).
         std::vector<double> W(static_cast<std::size_t>(c) * d.K, 0.0), U(static_cast<std::size_t>(c) * d.V, 0.0);

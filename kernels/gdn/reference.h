@@ -1,7 +1,9 @@
 // float64 CPU references of the gated-delta-net forward (the Qwen3.5 layer's recurrence, dflash-training.md §1):
 //   ReferenceRecurrent: token by token, straight from the definition;
 //   ReferenceChunked:   the chunked WY/UT formulation (kernels.md) in plain double, an independent formulation
-//                       used to cross-check the first and to mirror what the GPU kernels compute.
+//                       used to cross-check the first and to mirror what the GPU kernels compute; its folded
+//                       form (ChunkedForm::kFolded) is what the folded prep and passes compute (T folded into the
+//                       output's and the update's operands, X = v - diag(e^gamma) K h instead of V_new).
 // Inputs are given as doubles (callers convert their bf16 data), in the kernels' logical layouts (contiguous):
 // q, k [T, H, K], v [T, HV, V], a, b [T, HV], A_log, dt_bias [HV] (or the precomputed g, beta [T, HV] instead of
 // those four), optional h0 [N, HV, K, V].
@@ -42,6 +44,8 @@ double GateG(double a, double a_log, double dt_bias);
 double GateBeta(double b);
 
 Result<ReferenceResult> ReferenceRecurrent(const ReferenceProblem& p);
-Result<ReferenceResult> ReferenceChunked(const ReferenceProblem& p, int chunk_len);
+enum class ChunkedForm { kWyUt, kFolded };
+Result<ReferenceResult> ReferenceChunked(const ReferenceProblem& p, int chunk_len,
+                                         ChunkedForm form = ChunkedForm::kWyUt);
 
 }  // namespace dflash::gdn

@@ -115,6 +115,20 @@ TEST_P(GdnReferenceAgreement, ChunkedFormulationMatchesTheRecurrence) {
   EXPECT_LT(MaxAbsDiff(rec->ht, chk->ht), 1e-10);
 }
 
+TEST_P(GdnReferenceAgreement, FoldedChunkedFormulationMatchesTheRecurrence) {
+  const ChunkCase c = GetParam();
+  ReferenceProblem p = RandomProblem(c.H, c.HV, c.K, c.V, c.cu, c.h0, 2000 + c.chunk + c.HV);
+  Result<ReferenceResult> rec = ReferenceRecurrent(p);
+  Result<ReferenceResult> fold = ReferenceChunked(p, c.chunk, ChunkedForm::kFolded);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_TRUE(fold.ok()) << fold.status().ToString();
+  double scale = 0.0;
+  for (double x : rec->o) scale = std::max(scale, std::fabs(x));
+  ASSERT_GT(scale, 1e-3) << "degenerate case";
+  EXPECT_LT(MaxAbsDiff(rec->o, fold->o), 1e-10 * std::max(1.0, scale));
+  EXPECT_LT(MaxAbsDiff(rec->ht, fold->ht), 1e-10);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, GdnReferenceAgreement,
     ::testing::Values(ChunkCase{1, 1, 8, 8, 4, {0, 1}, false},              // one token
