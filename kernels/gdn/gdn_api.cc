@@ -295,8 +295,8 @@ Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedF
     CUdeviceptr q = args.q, k = args.k, v = args.v, rowscale = f.rowscale;
     long long qst = args.q_stride_t, qsh = args.q_stride_h, kst = args.k_stride_t, ksh = args.k_stride_h,
               vst = args.v_stride_t, vsh = args.v_stride_h;
-    void* pw[] = {&q, &qst, &qsh, &k, &kst, &ksh, &v, &vst, &vsh, &H, &w, &u, &pmat, &gcum, &rowscale, &segs, &final_index, &HV,
-                  &h0, &ht, &o, &ost, &osh};
+    void* pw[] = {&q, &qst, &qsh, &k, &kst, &ksh, &v, &vst, &vsh, &H, &w, &u, &pmat, &gcum, &rowscale,
+                  &segs, &final_index, &HV, &h0, &ht, &o, &ost, &osh};
     void* pf[] = {&kd, &w, &u, &qg, &pmat, &gcum, &segs, &final_index, &HV, &h0, &ht, &o, &ost, &osh,
                   &q, &qst, &qsh, &k, &kst, &ksh, &v, &vst, &vsh, &H, &rowscale};
     return gpu::Launch(fused,

@@ -263,8 +263,7 @@ __device__ __forceinline__ void smem_gemm(const bf16* A, int lda, const bf16* B,
 }
 
 // D = A * B: A [M][M] row-major (lda; A_KM: stored transposed, A[m][k] at A + k lda + m), B [M][N] (ldb) and D
-// [M][N] (ldd), bf16 in shared memory, fp32
-// accumulation, the product rounded to bf16. D may be B itself (the product written over its operand). Each warp
+// [M][N] (ldd), bf16 in shared memory, fp32 accumulation, the product rounded to bf16. D may be B itself (the product written over its operand). Each warp
 // owns whole 16-column strips (round robin): it computes every 16-row tile of its strip in registers (B's
 // fragments loaded once per depth step for all of them), then stores them into D's strip (store_tile_bf16). Safe in
 // place because the product's strip reads only that strip of B. For outputs that leave as whole rows (16-byte
