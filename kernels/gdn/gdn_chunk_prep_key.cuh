@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(NWARPS * 32)
 
   for (int j = 0; j < ratio; ++j) {
     PrepKeyValueHead<C, NWARPS, FOLD>(v, v_st, v_sh, a, b, ab_st, A_log, dt_bias, g_in, beta_in, t0, len, HV,
-                                hk * ratio + j, gcum, w, u, kd, scale, pmat, rowscale);
+                                      hk * ratio + j, gcum, w, u, kd, scale, pmat, rowscale);
   }
 }
 
