@@ -262,13 +262,13 @@ __device__ __forceinline__ void smem_gemm(const bf16* A, int lda, const bf16* B,
   }
 }
 
-// D = A * B: A [M][M] row-major (lda; A_KM: stored transposed, A[m][k] at A + k lda + m), B [M][N] (ldb) and D
-// [M][N] (ldd), bf16 in shared memory, fp32 accumulation, the product rounded to bf16. D may be B itself (the product written over its operand). Each warp
-// owns whole 16-column strips (round robin): it computes every 16-row tile of its strip in registers (B's
-// fragments loaded once per depth step for all of them), then stores them into D's strip (store_tile_bf16). Safe in
-// place because the product's strip reads only that strip of B. For outputs that leave as whole rows (16-byte
-// global stores) instead of the mma fragments' scattered 4-byte pairs. The whole block calls it; no barrier inside
-// (callers put one between B's writes and this, and between this and reads of D by other warps).
+// D = A * B: A [M][M] row-major (lda; A_KM: stored transposed, A[m][k] at A + k lda + m), B [M][N] (ldb) and D [M][N]
+// (ldd), bf16 in shared memory, fp32 accumulation, the product rounded to bf16. D may be B itself (the product written
+// over its operand). Each warp owns whole 16-column strips (round robin): it computes every 16-row tile of its strip in
+// registers (B's fragments loaded once per depth step for all of them), then stores them into D's strip
+// (store_tile_bf16). Safe in place because the product's strip reads only that strip of B. For outputs that leave as
+// whole rows (16-byte global stores) instead of the mma fragments' scattered 4-byte pairs. The whole block calls it; no
+// barrier inside (callers put one between B's writes and this, and between this and reads of D by other warps).
 template <int M, int N, int NWARPS, bool A_KM = false>
 __device__ __forceinline__ void smem_gemm_into(const bf16* A, int lda, const bf16* B, int ldb, bf16* D, int ldd) {
   static_assert(M % 16 == 0 && N % (16 * NWARPS) == 0, "whole 16 x 16 tiles, the same strips for every warp");

@@ -63,10 +63,10 @@ class GdnFamily final : public kernels::SpecFamily<ProblemSpec> {
     return BlockShapeOf(config, bucket);
   }
 
-  // The tuned winners on the H200 (kernels/gdn/NOTES.md): (16,48) 1x8192 and 1x32768 in pieces of 64 chunks (fused
-  // 1 stage, 64 columns, 8 warps), 8 packed documents in pieces (2 stages), the best config without pieces (fused 2
-  // stages, 64 columns, 8 warps), (16,32) 1x8192 (32 columns), the 1-stage 4-warp variant and the split pass of the
-  // 1x32768 winner without pieces. Without these seeds a budget of 8 sampled past the first one (0.727 vs 0.676 ms).
+  // The tuned winners first (kernels/gdn/NOTES.md, Tuning space and seeds): the folded wgmma pass (every shape's
+  // winner on an H100), the older wgmma forms, the folded portable passes (the sm_90 / sm_120 winners), then the
+  // unfolded portable winners and the split pass. Without seeds a small budget samples past the winners (budget 8:
+  // 0.727 vs 0.676 ms; budget 12 without the folded portable seeds: 0.615 vs 0.488 ms).
   std::vector<tuner::Config> SeedConfigs(const tuner::Problem&) const override {
     auto fused = [](int state_bv, int warps, int stages, int segment_chunks, int piece_chunks, int prep_heads = 0) {
       return ConfigOf({.chunk = 32, .state_bv = state_bv, .out_bv = kFusedOutBv, .warps = warps,
