@@ -19,6 +19,9 @@ std::vector<tuner::TunableParam> Params() {
        "(sm_90a)"},
       {"piece_chunks", {0, 64},
        "0: prep, then the state pass; else chunks per piece: prep of piece i+1 overlaps the state pass of piece i"},
+      {"pass_reserve", {0, 1, 2},
+       "0: the wgmma pass's own shared memory; 1, 2: padded so that at most one / no prep block shares its SM "
+       "(fused 3 with pieces)"},
       {"prep_heads", {0, 1, 2},
        "0: prep per (chunk, value head); 1: per (chunk, key head), q and k's products once (wgmma pass, chunk 32); "
        "2: that prep folding T into K2 and P, the fused pass reading v, k and q instead of U, W and qg (sequential only)"},
@@ -45,6 +48,9 @@ std::string GeometryInvalidReason(const tuner::Config& config) {
   }
   if (config.at("piece_chunks") > 0 && (config.at("fused") == 0 || config.at("segment_chunks") > 0)) {
     return "piece_chunks needs the fused kernel and the sequential state pass (fused > 0, segment_chunks 0)";
+  }
+  if (config.at("pass_reserve") > 0 && (!IsHopperTier(config) || config.at("piece_chunks") == 0)) {
+    return "pass_reserve keeps prep off the wgmma pass's SMs while the pieces overlap (fused 3, piece_chunks > 0)";
   }
   return {};
 }
@@ -90,6 +96,7 @@ Result<Geometry> GeometryOf(const tuner::Config& config) {
   g.fused = static_cast<int>(config.at("fused"));
   g.piece_chunks = static_cast<int>(config.at("piece_chunks"));
   g.prep_heads = static_cast<int>(config.at("prep_heads"));
+  g.pass_reserve = static_cast<int>(config.at("pass_reserve"));
   return g;
 }
 
@@ -98,7 +105,7 @@ bool Geometry::IsWgmmaPass() const { return IsWgmmaFused(fused); }
 tuner::Config ConfigOf(const Geometry& g) {
   return {{"chunk", g.chunk}, {"state_bv", g.state_bv}, {"out_bv", g.out_bv}, {"warps", g.warps},
           {"segment_chunks", g.segment_chunks}, {"fused", g.fused}, {"piece_chunks", g.piece_chunks},
-          {"prep_heads", g.prep_heads}};
+          {"prep_heads", g.prep_heads}, {"pass_reserve", g.pass_reserve}};
 }
 
 KernelNames KernelNamesOf(const Geometry& g) {
@@ -137,8 +144,16 @@ int PrepSharedBytesOf(const Geometry& g) {
 int StateSharedBytesOf(const Geometry& g) { return ::gdn::StateSharedBytes(g.chunk, g.state_bv); }
 int CombineSharedBytesOf(const Geometry& g) { return ::gdn::CombineSharedBytes(g.state_bv); }
 int OutputSharedBytesOf(const Geometry& g) { return ::gdn::OutputSharedBytes(g.chunk, g.out_bv); }
+int PassReserveSharedBytes(const Geometry& g) {
+  if (g.pass_reserve == 0) return 0;
+  // A Hopper SM's shared memory (228 KiB) and what the runtime keeps per resident block (1 KiB).
+  constexpr int kSmBytes = 228 * 1024, kPerBlock = 1024;
+  const int prep = PrepSharedBytesOf(g) + kPerBlock;
+  // The least that leaves room for 2 - pass_reserve prep blocks beside the pass and not for one more.
+  return kSmBytes - kPerBlock - (3 - g.pass_reserve) * prep + 1;
+}
 int FusedSharedBytesOf(const Geometry& g) {
-  if (g.fused == kFusedWgmma) return ::gdn::FusedWgmmaSharedBytes(g.chunk);
+  if (g.fused == kFusedWgmma) return std::max(::gdn::FusedWgmmaSharedBytes(g.chunk), PassReserveSharedBytes(g));
   if (g.prep_heads == 2) return ::gdn::FusedFoldSharedBytes(g.chunk, g.state_bv, g.fused);
   return ::gdn::FusedSharedBytes(g.chunk, g.state_bv, g.fused);
 }

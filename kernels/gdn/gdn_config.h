@@ -20,6 +20,10 @@
 //                   of this many chunks, prep of piece i+1 runs on the caller's stream while the fused pass of
 //                   piece i runs on a second, higher-priority stream (StreamFork) from piece i-1's final state;
 //                   fused configs with segment_chunks 0 only; a launch-time choice only
+//   pass_reserve    0: the wgmma pass asks for its own shared memory; 1, 2: for more (PassReserveSharedBytes), so
+//                   that at most one (1) or no (2) block of the next piece's prep fits on an SM beside it: prep
+//                   then runs on the SMs the pass leaves idle (a second block on an SM slows the pass's chain);
+//                   fused 3 with pieces only; a launch-time choice only
 // Who may call it: the family, the API, tests. Thread-safety: pure functions.
 #pragma once
 
@@ -44,6 +48,7 @@ struct Geometry {
   int fused = 0;
   int piece_chunks = 0;
   int prep_heads = 0;
+  int pass_reserve = 0;
   unsigned threads() const { return static_cast<unsigned>(warps) * 32u; }  // prep, state, output, transfer
   bool IsWgmmaPass() const;
 };
@@ -90,6 +95,7 @@ int StateSharedBytesOf(const Geometry& g);
 int CombineSharedBytesOf(const Geometry& g);
 int OutputSharedBytesOf(const Geometry& g);
 int FusedSharedBytesOf(const Geometry& g);
+int PassReserveSharedBytes(const Geometry& g);  // the wgmma pass's padded shared memory (pass_reserve 1, 2), else 0
 int MaxSharedBytesOf(const Geometry& g);
 constexpr unsigned kCombineThreads = 128;
 constexpr int kRecurrentBv = 32;

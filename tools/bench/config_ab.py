@@ -6,8 +6,8 @@ the tuned winner beside them, so that drift of the GPU over the run shows as a s
 
   python3 tools/bench/config_ab.py --build-dir build-gpu --family gdn \\
       --problem '{"heads":16,"value_heads":48,"head_dim":128,"tokens":8192,"num_seqs":1,"dtype":"bf16"}' \\
-      --config 'value={"chunk":32,"state_bv":64,"out_bv":64,"warps":4,"segment_chunks":0,"fused":3,"piece_chunks":64,"prep_heads":0}' \\
-      --config 'key={"chunk":32,"state_bv":64,"out_bv":64,"warps":4,"segment_chunks":0,"fused":3,"piece_chunks":64,"prep_heads":1}' \\
+      --config 'shared={"chunk":32,"state_bv":64,"out_bv":64,"warps":4,"segment_chunks":0,"fused":3,"piece_chunks":64,"prep_heads":2,"pass_reserve":0}' \\
+      --config 'alone={"chunk":32,"state_bv":64,"out_bv":64,"warps":4,"segment_chunks":0,"fused":3,"piece_chunks":64,"prep_heads":2,"pass_reserve":2}' \\
       --graph --rounds 3
 
 Prints a table (label, median ms of each round, best, best relative to the first config) and writes it with the

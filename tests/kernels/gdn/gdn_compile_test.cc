@@ -42,7 +42,7 @@ void CompileWholeSpace(const std::string& arch) {
   // also the ones the tuner skips as dominated (the API still runs them); the only invalid geometries are fused
   // configs with an out_bv other than the one fused configs carry (duplicates), wgmma passes of another shape than
   // one warpgroup on 64 columns, prep per key head other than beside the wgmma pass at chunk 32, the folded prep
-  // with a split pass, and pieces without the fused sequential pass.
+  // with a split pass, pieces without the fused sequential pass, and pass_reserve but beside the wgmma pass's pieces.
   std::map<std::string, tuner::Config> distinct;
   for (const tuner::Config& config : tuner::EnumerateSpace(family)) {
     const std::string why = GeometryInvalidReason(config);
@@ -51,7 +51,8 @@ void CompileWholeSpace(const std::string& arch) {
         (config.at("prep_heads") == 1 && (config.at("fused") < 3 || config.at("chunk") != 32)) ||
         (config.at("prep_heads") == 2 &&
          (config.at("fused") == 0 || config.at("chunk") != 32 || config.at("segment_chunks") > 0)) ||
-        (config.at("piece_chunks") > 0 && (config.at("fused") == 0 || config.at("segment_chunks") > 0))) {
+        (config.at("piece_chunks") > 0 && (config.at("fused") == 0 || config.at("segment_chunks") > 0)) ||
+        (config.at("pass_reserve") > 0 && (config.at("fused") != 3 || config.at("piece_chunks") == 0))) {
       EXPECT_NE(why, "") << tuner::ConfigLabel(config);
       continue;
     }
@@ -137,7 +138,7 @@ TEST(GdnCompile, TheDefaultVariantRunsOnSm120WithinItsLimits) {
   const tuner::Problem bucket = *family.Bucket(MakeProblem(16, 48, 8192));
   for (int fused : {0, 1}) {  // fused 2 at chunk 64 needs 1 block of 148 KB: pruned on sm_120
     const tuner::Config config{{"chunk", 64}, {"out_bv", 64}, {"segment_chunks", 0}, {"state_bv", 32},
-                               {"warps", 4},  {"fused", fused}, {"piece_chunks", 0}, {"prep_heads", 0}};
+                               {"warps", 4},  {"fused", fused}, {"piece_chunks", 0}, {"prep_heads", 0}, {"pass_reserve", 0}};
     Result<tuner::CompiledVariant> c =
         tuner::CompileVariant(family.sources(), family.MakeCompileSpec(config, bucket), "sm_120", "gdn[default]");
     ASSERT_TRUE(c.ok()) << c.status().ToString();

@@ -46,7 +46,7 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
   const tuner::Problem bucket = *f.Bucket(MakeProblem(16, 48, 8192));
   std::set<std::string> expressions;
   std::size_t valid = 0, fused_duplicates = 0, hopper_shapes = 0, key_prep = 0, folded_split = 0, unpieceable = 0,
-              dominated = 0, hopper = 0;
+              dominated = 0, hopper = 0, unreserved = 0;
   for (const tuner::Config& c : tuner::EnumerateSpace(f)) {
     const std::string why = f.InvalidReason(c, bucket);
     if (c.at("fused") > 0 && c.at("out_bv") != kFusedOutBv) {
@@ -65,6 +65,9 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
     } else if (c.at("piece_chunks") > 0 && (c.at("fused") == 0 || c.at("segment_chunks") > 0)) {
       EXPECT_NE(why.find("piece_chunks needs the fused kernel"), std::string::npos) << why;
       ++unpieceable;
+    } else if (c.at("pass_reserve") > 0 && (c.at("fused") != 3 || c.at("piece_chunks") == 0)) {
+      EXPECT_NE(why.find("pass_reserve keeps prep off"), std::string::npos) << why;
+      ++unreserved;
     } else if (c.at("fused") == 0 || c.at("chunk") == 64 || c.at("segment_chunks") == 8 ||
                c.at("segment_chunks") == 16) {
       EXPECT_EQ(why.rfind("dominated: ", 0), 0u) << why;
@@ -105,23 +108,25 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
   // feeds the wgmma pass at chunk 32 only (fused 0: 2 x 3 x 3 x 2 x 4 x 2 = 288, fused 1, 2: 2 x 3 x 2 x 4 x 2 x 2 =
   // 192, fused 3 at chunk 64: 4 segments x 2 pieces = 8).
   const std::size_t n = tuner::EnumerateSpace(f).size();
-  EXPECT_EQ(n, 3456u);
+  EXPECT_EQ(n, 3u * 3456u);  // x 3 pass_reserve values
   EXPECT_EQ(fused_duplicates, n / 2);
   EXPECT_EQ(hopper_shapes, n * 5 / 72);
-  EXPECT_EQ(key_prep, 288u + 192u + 8u);
+  EXPECT_EQ(key_prep, 3u * (288u + 192u + 8u));
   // the folded prep (prep_heads 2) feeds the fused passes at chunk 32 without a split: fused 0 (288), fused 1, 2 at
   // chunk 64 (3 x 2 x 4 x 2 x 2 = 96) or with segments (3 x 2 x 3 x 2 x 2 = 72), fused 3 at chunk 64 (8) or with
   // segments (3 x 2 = 6).
-  EXPECT_EQ(folded_split, 288u + 96u + 72u + 8u + 6u);
+  EXPECT_EQ(folded_split, 3u * (288u + 96u + 72u + 8u + 6u));
   // pieces (piece_chunks 64) with fused 0 (2 chunks x 3 state_bv x 3 out_bv x 2 warps x 4 segments = 144) or a split
   // pass (fused 1, 2: 2 x 3 x 2 x 3 segments x 2 = 72; fused 3: 2 chunks x 3 segments = 6, and with prep per key
   // head at chunk 32: 3).
-  EXPECT_EQ(unpieceable, 144u + 72u + 6u + 3u);
-  EXPECT_EQ(valid, n - fused_duplicates - hopper_shapes - key_prep - folded_split - unpieceable - dominated);
-  EXPECT_EQ(valid, 68u) << "chunk 32 only: 2 stages x 3 state_bv x 2 warps, and the wgmma pass (one shape) with "
+  EXPECT_EQ(unpieceable, 3u * (144u + 72u + 6u + 3u));
+  // pass_reserve 1, 2 beside anything but the wgmma pass with pieces: what is left of the space's two thirds.
+  EXPECT_EQ(valid,
+            n - fused_duplicates - hopper_shapes - key_prep - folded_split - unpieceable - unreserved - dominated);
+  EXPECT_EQ(valid, 74u) << "(with pass_reserve 1 and 2 for the wgmma pass with pieces, 3 x 2) chunk 32 only: 2 stages x 3 state_bv x 2 warps, and the wgmma pass (one shape) with "
                            "prep per value or key head, each with pieces of 0 or 64 chunks and the sequential pass, "
                            "or segments of 32 chunks; with the folded prep, the sequential pass of each (24 + 2)";
-  EXPECT_EQ(hopper, 8u);
+  EXPECT_EQ(hopper, 14u);
   EXPECT_GT(expressions.size(), 10u);
 }
 
@@ -145,7 +150,7 @@ TEST(GdnConfig, EachKernelIsPrunedAtItsOwnLaunchShape) {
   // The split pass at 8 warps: 256-thread prep, transfer and fused kernels beside the 128-thread combine and the
   // 64-thread recurrent one; each is checked (registers, shared memory) at the shape it is launched with.
   const tuner::Config split{{"chunk", 32}, {"state_bv", 64}, {"out_bv", 64}, {"warps", 8}, {"segment_chunks", 32},
-                            {"fused", 2}, {"piece_chunks", 0}, {"prep_heads", 0}};
+                            {"fused", 2}, {"piece_chunks", 0}, {"prep_heads", 0}, {"pass_reserve", 0}};
   const KernelNames n = KernelNamesOf(*GeometryOf(split));
   EXPECT_EQ(f.BlockShapeOf(split, bucket).threads, 256u);
   EXPECT_EQ(f.KernelBlockShape(split, bucket, n.fused).threads, 256u);
@@ -158,6 +163,25 @@ TEST(GdnConfig, EachKernelIsPrunedAtItsOwnLaunchShape) {
             static_cast<std::size_t>(CombineSharedBytesOf(*GeometryOf(split))));
   EXPECT_EQ(f.KernelBlockShape(split, bucket, n.recurrent).threads, 2u * kRecurrentBv);
   EXPECT_EQ(f.KernelBlockShape(split, bucket, "not a kernel of the variant").threads, 256u) << "the largest";
+}
+
+TEST(GdnConfig, PassReserveLeavesRoomForOnePrepBlockOrNone) {
+  // A Hopper SM: 228 KiB of shared memory, 1 KiB kept per resident block, at most 227 KiB for one block.
+  constexpr int kSm = 228 * 1024, kPerBlock = 1024, kMaxBlock = 227 * 1024;
+  for (int prep_heads : {0, 1, 2}) {
+    Geometry g{.chunk = 32, .state_bv = 64, .out_bv = kFusedOutBv, .warps = 4, .fused = kFusedWgmma,
+               .piece_chunks = 64, .prep_heads = prep_heads};
+    EXPECT_EQ(FusedSharedBytesOf(g), ::gdn::FusedWgmmaSharedBytes(32)) << "pass_reserve 0 asks for its own only";
+    const int prep = PrepSharedBytesOf(g) + kPerBlock;
+    for (int reserve : {1, 2}) {
+      g.pass_reserve = reserve;
+      const int pass = FusedSharedBytesOf(g) + kPerBlock;
+      const int beside = 2 - reserve;  // prep blocks that still fit on the pass's SM
+      EXPECT_LE(FusedSharedBytesOf(g), kMaxBlock);
+      EXPECT_LE(pass + beside * prep, kSm) << "prep_heads " << prep_heads << ", reserve " << reserve;
+      EXPECT_GT(pass + (beside + 1) * prep, kSm) << "prep_heads " << prep_heads << ", reserve " << reserve;
+    }
+  }
 }
 
 TEST(GdnConfig, SharedMemoryOfTheDefaultVariantFitsSm120) {

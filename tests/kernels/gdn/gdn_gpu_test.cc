@@ -121,6 +121,9 @@ TEST_F(GdnGpu, VariantsMatchTheFloat64ReferenceOnPackedAndSingleSequences) {
                                       .segment_chunks = seg, .fused = kFusedWgmma, .piece_chunks = pieces,
                                       .prep_heads = prep_heads}));
         }
+    for (int reserve : {1, 2})  // the pass padded so that prep shares its SMs with one block or none
+      configs.push_back(ConfigOf({.chunk = 32, .state_bv = ::gdn::kWgmmaBv, .out_bv = kFusedOutBv, .warps = 4,
+                                  .fused = kFusedWgmma, .piece_chunks = 64, .prep_heads = 2, .pass_reserve = reserve}));
   }
   tuner::ThreadPool pool(8);
   std::vector<std::future<Result<tuner::CompiledVariant>>> compiled;
