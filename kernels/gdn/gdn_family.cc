@@ -64,9 +64,10 @@ class GdnFamily final : public kernels::SpecFamily<ProblemSpec> {
   }
 
   // The tuned winners first (kernels/gdn/NOTES.md, Tuning space and seeds): the folded wgmma pass (every shape's
-  // winner on an H100; with its SMs kept from prep, pass_reserve 2, −5 % at (16,32) 1x8192), the older wgmma forms, the folded portable passes (the sm_90 / sm_120 winners), then the
-  // unfolded portable winners and the split pass. Without seeds a small budget samples past the winners (budget 8:
-  // 0.727 vs 0.676 ms; budget 12 without the folded portable seeds: 0.615 vs 0.488 ms).
+  // winner on an H100; with its SMs kept from prep, pass_reserve 2, -5 % at (16,32) 1x8192), the older wgmma forms,
+  // the folded portable passes (the sm_90 / sm_120 winners), then the unfolded portable winners and the split pass.
+  // Without seeds a small budget samples past the winners (budget 8: 0.727 vs 0.676 ms; budget 12 without the folded
+  // portable seeds: 0.615 vs 0.488 ms).
   std::vector<tuner::Config> SeedConfigs(const tuner::Problem&) const override {
     auto fused = [](int state_bv, int warps, int stages, int segment_chunks, int piece_chunks, int prep_heads = 0,
                     int pass_reserve = 0) {

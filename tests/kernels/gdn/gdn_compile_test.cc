@@ -137,8 +137,9 @@ TEST(GdnCompile, TheDefaultVariantRunsOnSm120WithinItsLimits) {
   const tuner::KernelFamily& family = ChunkedForwardFamily();
   const tuner::Problem bucket = *family.Bucket(MakeProblem(16, 48, 8192));
   for (int fused : {0, 1}) {  // fused 2 at chunk 64 needs 1 block of 148 KB: pruned on sm_120
-    const tuner::Config config{{"chunk", 64}, {"out_bv", 64}, {"segment_chunks", 0}, {"state_bv", 32},
-                               {"warps", 4},  {"fused", fused}, {"piece_chunks", 0}, {"prep_heads", 0}, {"pass_reserve", 0}};
+    const tuner::Config config{{"chunk", 64},       {"out_bv", 64},       {"segment_chunks", 0},
+                               {"state_bv", 32},    {"warps", 4},         {"fused", fused},
+                               {"piece_chunks", 0}, {"prep_heads", 0},    {"pass_reserve", 0}};
     Result<tuner::CompiledVariant> c =
         tuner::CompileVariant(family.sources(), family.MakeCompileSpec(config, bucket), "sm_120", "gdn[default]");
     ASSERT_TRUE(c.ok()) << c.status().ToString();
