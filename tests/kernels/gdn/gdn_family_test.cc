@@ -9,6 +9,7 @@
 #include "kernels/gdn/gdn_family.h"
 #include "kernels/gdn/gdn_layout.h"
 #include "kernels/gdn/gdn_problem.h"
+#include "tuner/arch_limits.h"
 
 namespace dflash::gdn {
 namespace {
@@ -167,8 +168,10 @@ TEST(GdnConfig, EachKernelIsPrunedAtItsOwnLaunchShape) {
 }
 
 TEST(GdnConfig, PassReserveLeavesRoomForOnePrepBlockOrNone) {
-  // A Hopper SM: 228 KiB of shared memory, 1 KiB kept per resident block, at most 227 KiB for one block.
-  constexpr int kSm = 228 * 1024, kPerBlock = 1024, kMaxBlock = 227 * 1024;
+  // A Hopper SM (228 KiB of shared memory, at most 227 KiB for one block), 1 KiB kept per resident block.
+  const tuner::ArchLimits hopper = *tuner::LimitsFor("sm_90a");
+  const int kSm = hopper.shared_per_sm, kMaxBlock = hopper.max_shared_per_block;
+  constexpr int kPerBlock = 1024;
   for (int prep_heads : {0, 1, 2}) {
     Geometry g{.chunk = 32, .state_bv = 64, .out_bv = kFusedOutBv, .warps = 4, .fused = kFusedWgmma,
                .piece_chunks = 64, .prep_heads = prep_heads};
