@@ -27,6 +27,9 @@ struct ArchLimits {
   int max_registers_per_thread = 0;      // 255
   int max_threads_per_sm = 0;            // sm_120: 1536
   int max_threads_per_block = 1024;
+  // Shared memory the system keeps per resident block: the per-SM memory less the opt-in maximum (1 KiB from
+  // sm_80 on).
+  int shared_reserved_per_block() const { return shared_per_sm - max_shared_per_block; }
 };
 
 // Limits of a known arch; nullopt for an unknown one.

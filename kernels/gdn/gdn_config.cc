@@ -147,12 +147,12 @@ int CombineSharedBytesOf(const Geometry& g) { return ::gdn::CombineSharedBytes(g
 int OutputSharedBytesOf(const Geometry& g) { return ::gdn::OutputSharedBytes(g.chunk, g.out_bv); }
 int PassReserveSharedBytes(const Geometry& g) {
   if (g.pass_reserve == 0) return 0;
-  // The wgmma pass's SM (the sm_90a row of the arch table) and what the runtime keeps per resident block (1 KiB).
-  static const int sm_bytes = tuner::LimitsFor("sm_90a")->shared_per_sm;
-  constexpr int kPerBlock = 1024;
-  const int prep = PrepSharedBytesOf(g) + kPerBlock;
+  // The wgmma pass's SM (the sm_90a row of the arch table) and what the runtime keeps per resident block.
+  static const tuner::ArchLimits hopper = *tuner::LimitsFor("sm_90a");
+  const int per_block = hopper.shared_reserved_per_block();
+  const int prep = PrepSharedBytesOf(g) + per_block;
   // The least that leaves room for 2 - pass_reserve prep blocks beside the pass and not for one more.
-  return sm_bytes - kPerBlock - (3 - g.pass_reserve) * prep + 1;
+  return hopper.shared_per_sm - per_block - (3 - g.pass_reserve) * prep + 1;
 }
 int FusedSharedBytesOf(const Geometry& g) {
   if (g.fused == kFusedWgmma) return std::max(::gdn::FusedWgmmaSharedBytes(g.chunk), PassReserveSharedBytes(g));

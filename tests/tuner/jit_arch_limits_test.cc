@@ -31,6 +31,8 @@ TEST(ArchLimits, TableHoldsTheDocumentedLimits) {
     EXPECT_GE(l->shared_per_sm, l->max_shared_per_block) << e.arch;
   }
   EXPECT_EQ(LimitsFor("sm_120")->shared_per_sm, 102400);
+  EXPECT_EQ(LimitsFor("sm_90a")->shared_reserved_per_block(), 1024);
+  EXPECT_EQ(LimitsFor("sm_120")->shared_reserved_per_block(), 1024);
   EXPECT_FALSE(LimitsFor("sm_70").has_value());
   EXPECT_FALSE(LimitsFor("sm_120a").has_value());
   EXPECT_FALSE(LimitsFor("").has_value());

@@ -171,7 +171,7 @@ TEST(GdnConfig, PassReserveLeavesRoomForOnePrepBlockOrNone) {
   // A Hopper SM (228 KiB of shared memory, at most 227 KiB for one block), 1 KiB kept per resident block.
   const tuner::ArchLimits hopper = *tuner::LimitsFor("sm_90a");
   const int kSm = hopper.shared_per_sm, kMaxBlock = hopper.max_shared_per_block;
-  constexpr int kPerBlock = 1024;
+  const int kPerBlock = hopper.shared_reserved_per_block();
   for (int prep_heads : {0, 1, 2}) {
     Geometry g{.chunk = 32, .state_bv = 64, .out_bv = kFusedOutBv, .warps = 4, .fused = kFusedWgmma,
                .piece_chunks = 64, .prep_heads = prep_heads};
