@@ -302,7 +302,8 @@ Status LaunchPreparedForward(const tuner::LoadedVariant& winner, const PreparedF
     return gpu::Launch(fused,
                        {static_cast<unsigned>(kHeadDim / g.state_bv), static_cast<unsigned>(HV),
                         static_cast<unsigned>(count)},
-                       {nt, 1, 1}, FusedSharedBytesOf(g), on, g.fused == kFusedWgmma ? pw : pf, label + " fused");
+                       {g.fused_threads(), 1, 1}, FusedSharedBytesOf(g), on, g.fused == kFusedWgmma ? pw : pf,
+                       label + " fused");
   };
 
   if (g.piece_chunks > 0) return LaunchPieces(f, args, stream, launch_prep, launch_fused);

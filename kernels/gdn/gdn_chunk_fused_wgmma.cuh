@@ -60,7 +60,7 @@ __device__ __forceinline__ void StoreStateT(const float (&hT)[kDim / 2], float* 
 }
 
 template <int C, bool FOLD = false>
-__global__ void __launch_bounds__(128, 1)
+__global__ void __launch_bounds__(kWgmmaThreads, 1)
     gdn_chunk_fused_wgmma(const bf16* __restrict__ q, long long q_st, long long q_sh, const bf16* __restrict__ k,
                           long long k_st, long long k_sh, const bf16* __restrict__ v, long long v_st, long long v_sh,
                           int H, const bf16* __restrict__ w, const bf16* __restrict__ u,
@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(128, 1)
                           const float* __restrict__ h0, float* __restrict__ ht, bf16* __restrict__ o, long long o_st,
                           long long o_sh) {
   static_assert(C == 32 || C == 64, "chunks of 32 or 64 rows");
-  constexpr int NT = 128, BV = kWgmmaBv, LDO = PadBf16Cols(BV);
+  constexpr int NT = kWgmmaThreads, BV = kWgmmaBv, LDO = PadBf16Cols(BV);
   constexpr int kKSteps = kDim / 16, kCSteps = C / 16;
   constexpr unsigned kOpBytes = C * kDim * 2, kNarrowBytes = C * 128;  // [C x 128] tiles; U, P: [C x 64]
   constexpr unsigned kStageBytes = FusedWgmmaStageBytes(C);

@@ -34,10 +34,11 @@ std::string GeometryInvalidReason(const tuner::Config& config) {
   if (config.at("fused") > 0 && config.at("out_bv") != kFusedOutBv) {
     return "out_bv is unused when fused (fused configs carry out_bv " + std::to_string(kFusedOutBv) + ")";
   }
-  if (IsHopperTier(config) && (config.at("state_bv") != ::gdn::kWgmmaBv || config.at("warps") != 4)) {
+  if (IsHopperTier(config) && (config.at("state_bv") != ::gdn::kWgmmaBv ||
+                                (config.at("warps") != 4 && !(config.at("warps") == 8 && config.at("prep_heads") == 2)))) {
     return "fused " + std::to_string(config.at("fused")) + " (the wgmma pass) is one warpgroup per " +
-           std::to_string(::gdn::kWgmmaBv) +
-           " state columns: state_bv " + std::to_string(::gdn::kWgmmaBv) + ", warps 4";
+           std::to_string(::gdn::kWgmmaBv) + " state columns: state_bv " + std::to_string(::gdn::kWgmmaBv) +
+           ", warps 4 (8 only for the folded prep beside it, prep_heads 2)";
   }
   if (config.at("prep_heads") == 1 && (!IsHopperTier(config) || config.at("chunk") != 32)) {
     return "prep_heads 1 (prep per key head) writes the wgmma pass's operands (fused 3) at chunk 32 only";
@@ -102,6 +103,7 @@ Result<Geometry> GeometryOf(const tuner::Config& config) {
 }
 
 bool Geometry::IsWgmmaPass() const { return IsWgmmaFused(fused); }
+unsigned Geometry::fused_threads() const { return IsWgmmaPass() ? ::gdn::kWgmmaThreads : threads(); }
 
 tuner::Config ConfigOf(const Geometry& g) {
   return {{"chunk", g.chunk}, {"state_bv", g.state_bv}, {"out_bv", g.out_bv}, {"warps", g.warps},
@@ -178,7 +180,7 @@ std::vector<KernelShape> KernelShapesOf(const Geometry& g) {
                                      {n.combine, kCombineThreads, CombineSharedBytesOf(g)},
                                      {n.recurrent, 2u * kRecurrentBv, 0}};
   if (g.fused) {
-    shapes.push_back({n.fused, g.threads(), FusedSharedBytesOf(g)});
+    shapes.push_back({n.fused, g.fused_threads(), FusedSharedBytesOf(g)});
   } else {
     shapes.push_back({n.state, g.threads(), StateSharedBytesOf(g)});
     shapes.push_back({n.output, g.threads(), OutputSharedBytesOf(g)});

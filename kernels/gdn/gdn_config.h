@@ -7,8 +7,8 @@
 //                   (gdn_chunk_fused, state_bv columns per block, h_n and V_new stay on chip) with 1 or 2
 //                   load stages (2: the next chunk's operands load a whole chunk ahead, twice the smem);
 //                   3: the same pass on wgmma (gdn_chunk_fused_wgmma, the Hopper tier: sm_90a only, one
-//                   warpgroup per 64 state columns, so state_bv 64 and warps 4)
-//   warps           warps per block of the prep / state / output kernels
+//                   warpgroup per 64 state columns, so state_bv 64; warps 4, or 8 for the folded prep beside it)
+//   warps           warps per block of the prep / state / output kernels and of the portable fused passes
 //   segment_chunks  0: one sequential state pass per sequence; else chunks per segment of the parallel split
 //                   (transfer maps per segment, combine, state pass per segment); a launch-time choice only
 //   prep_heads      0: prep one block per (chunk, value head) (gdn_chunk_prep); 1: per (chunk, key head), looping
@@ -50,6 +50,7 @@ struct Geometry {
   int prep_heads = 0;
   int pass_reserve = 0;
   unsigned threads() const { return static_cast<unsigned>(warps) * 32u; }  // prep, state, output, transfer
+  unsigned fused_threads() const;  // the fused pass: threads(), or one warpgroup for the wgmma pass
   bool IsWgmmaPass() const;
 };
 

@@ -59,6 +59,7 @@ GDN_HD constexpr int FusedFoldSharedBytes(int c, int bv, int stages) { return Fu
 // padded to 64 columns), then the O staging tile [C][kWgmmaBv+8] bf16 and per stage the rows' factor pairs [C]
 // float2. Not mirrored in tools/device/gdn_layout.py (the CuPy checker runs the portable kernels only).
 constexpr int kWgmmaBv = 64;
+constexpr int kWgmmaThreads = 128;  // one warpgroup, whatever the variant's prep uses
 GDN_HD constexpr int FusedWgmmaStageBytes(int c) { return 3 * c * kDim * 2 + 2 * c * 128; }
 GDN_HD constexpr int FusedWgmmaOStageBytes(int c) { return c * PadBf16Cols(kWgmmaBv) * 2; }
 GDN_HD constexpr int FusedWgmmaSharedBytes(int c) {

@@ -53,7 +53,8 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
     if (c.at("fused") > 0 && c.at("out_bv") != kFusedOutBv) {
       EXPECT_NE(why.find("out_bv is unused"), std::string::npos) << why;
       ++fused_duplicates;
-    } else if (c.at("fused") == 3 && (c.at("state_bv") != 64 || c.at("warps") != 4)) {
+    } else if (c.at("fused") == 3 &&
+               (c.at("state_bv") != 64 || (c.at("warps") != 4 && !(c.at("warps") == 8 && c.at("prep_heads") == 2)))) {
       EXPECT_NE(why.find("one warpgroup per 64 state columns"), std::string::npos) << why;
       ++hopper_shapes;
     } else if (c.at("prep_heads") == 1 && (c.at("fused") < 3 || c.at("chunk") != 32)) {
@@ -105,18 +106,19 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
   }
   // 8192 tokens: every segment and piece length splits. Fused configs (3 of the 4 fused values) carry one out_bv
   // (2 of its 3 values are duplicates: n x 3 / 4 x 2 / 3); the wgmma pass (fused 3) has one state_bv and one warps
-  // value of the 6 pairs (its configs with out_bv 64: n x 1 / 4 x 1 / 3 x 5 / 6); prep per key head (prep_heads 1)
+  // value of the 6 pairs (its configs with out_bv 64: n x 1 / 4 x 1 / 3 x 5 / 6), less warps 8 with the folded prep
+  // (2 chunks x 4 segments x 2 pieces x 3 pass_reserve = 48, which the rules below judge); prep per key head (prep_heads 1)
   // feeds the wgmma pass at chunk 32 only (fused 0: 2 x 3 x 3 x 2 x 4 x 2 = 288, fused 1, 2: 2 x 3 x 2 x 4 x 2 x 2 =
   // 192, fused 3 at chunk 64: 4 segments x 2 pieces = 8).
   const std::size_t n = tuner::EnumerateSpace(f).size();
   EXPECT_EQ(n, 3u * 3456u);  // x 3 pass_reserve values
   EXPECT_EQ(fused_duplicates, n / 2);
-  EXPECT_EQ(hopper_shapes, n * 5 / 72);
+  EXPECT_EQ(hopper_shapes, n * 5 / 72 - 48u);
   EXPECT_EQ(key_prep, 3u * (288u + 192u + 8u));
   // the folded prep (prep_heads 2) feeds the fused passes at chunk 32 without a split: fused 0 (288), fused 1, 2 at
   // chunk 64 (3 x 2 x 4 x 2 x 2 = 96) or with segments (3 x 2 x 3 x 2 x 2 = 72), fused 3 at chunk 64 (8) or with
-  // segments (3 x 2 = 6).
-  EXPECT_EQ(folded_split, 3u * (288u + 96u + 72u + 8u + 6u));
+  // segments (3 x 2 = 6), each of the last two at warps 4 and 8.
+  EXPECT_EQ(folded_split, 3u * (288u + 96u + 72u + 2u * (8u + 6u)));
   // pieces (piece_chunks 64) with fused 0 (2 chunks x 3 state_bv x 3 out_bv x 2 warps x 4 segments = 144) or a split
   // pass (fused 1, 2: 2 x 3 x 2 x 3 segments x 2 = 72; fused 3: 2 chunks x 3 segments = 6, and with prep per key
   // head at chunk 32: 3).
@@ -124,11 +126,12 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
   // pass_reserve 1, 2 beside anything but the wgmma pass with pieces: what is left of the space's two thirds.
   EXPECT_EQ(valid,
             n - fused_duplicates - hopper_shapes - key_prep - folded_split - unpieceable - unreserved - dominated);
-  EXPECT_EQ(valid, 74u) << "chunk 32 only: 2 stages x 3 state_bv x 2 warps, and the wgmma pass (one shape) with "
+  EXPECT_EQ(valid, 78u) << "chunk 32 only: 2 stages x 3 state_bv x 2 warps, and the wgmma pass (one shape) with "
                            "prep per value or key head, each with pieces of 0 or 64 chunks and the sequential pass, "
                            "or segments of 32 chunks; with the folded prep, the sequential pass of each (24 + 2); "
-                           "pass_reserve 1 and 2 for the wgmma pass's 3 configs with pieces (+6)";
-  EXPECT_EQ(hopper, 14u);
+                           "pass_reserve 1 and 2 for the wgmma pass's 3 configs with pieces (+6); the wgmma pass's "
+                           "folded prep in 8 warps, with pieces of 0 or 64 chunks, the latter with each pass_reserve (+4)";
+  EXPECT_EQ(hopper, 18u);
   EXPECT_GT(expressions.size(), 10u);
 }
 
@@ -165,6 +168,21 @@ TEST(GdnConfig, EachKernelIsPrunedAtItsOwnLaunchShape) {
             static_cast<std::size_t>(CombineSharedBytesOf(*GeometryOf(split))));
   EXPECT_EQ(f.KernelBlockShape(split, bucket, n.recurrent).threads, 2u * kRecurrentBv);
   EXPECT_EQ(f.KernelBlockShape(split, bucket, "not a kernel of the variant").threads, 256u) << "the largest";
+
+  // The wgmma pass is one warpgroup whatever its folded prep uses: warps 8 launches prep in 256 threads beside it.
+  const tuner::Config hopper{{"chunk", 32},       {"state_bv", 64},    {"out_bv", 64},
+                             {"warps", 8},        {"segment_chunks", 0}, {"fused", kFusedWgmma},
+                             {"piece_chunks", 64}, {"prep_heads", 2},  {"pass_reserve", 2}};
+  ASSERT_EQ(f.InvalidReason(hopper, bucket), "");
+  const Geometry hg = *GeometryOf(hopper);
+  const KernelNames hn = KernelNamesOf(hg);
+  EXPECT_EQ(hn.prep, "gdn::gdn_chunk_prep_key<32, 8, true>");
+  EXPECT_EQ(hg.fused_threads(), static_cast<unsigned>(::gdn::kWgmmaThreads));
+  EXPECT_EQ(f.KernelBlockShape(hopper, bucket, hn.fused).threads, 128u);
+  EXPECT_EQ(f.KernelBlockShape(hopper, bucket, hn.prep).threads, 256u);
+  tuner::Config unfolded = hopper;
+  unfolded["prep_heads"] = 1;
+  EXPECT_NE(f.InvalidReason(unfolded, bucket).find("8 only for the folded prep"), std::string::npos);
 }
 
 TEST(GdnConfig, PassReserveLeavesRoomForOnePrepBlockOrNone) {

@@ -124,6 +124,10 @@ TEST_F(GdnGpu, VariantsMatchTheFloat64ReferenceOnPackedAndSingleSequences) {
     for (int reserve : {1, 2})  // the pass padded so that prep shares its SMs with one block or none
       configs.push_back(ConfigOf({.chunk = 32, .state_bv = ::gdn::kWgmmaBv, .out_bv = kFusedOutBv, .warps = 4,
                                   .fused = kFusedWgmma, .piece_chunks = 64, .prep_heads = 2, .pass_reserve = reserve}));
+    for (int pieces : {0, 64})  // the folded prep in 8 warps beside the one-warpgroup pass
+      configs.push_back(ConfigOf({.chunk = 32, .state_bv = ::gdn::kWgmmaBv, .out_bv = kFusedOutBv, .warps = 8,
+                                  .fused = kFusedWgmma, .piece_chunks = pieces, .prep_heads = 2,
+                                  .pass_reserve = pieces > 0 ? 2 : 0}));
   }
   tuner::ThreadPool pool(8);
   std::vector<std::future<Result<tuner::CompiledVariant>>> compiled;
