@@ -34,8 +34,9 @@ std::string GeometryInvalidReason(const tuner::Config& config) {
   if (config.at("fused") > 0 && config.at("out_bv") != kFusedOutBv) {
     return "out_bv is unused when fused (fused configs carry out_bv " + std::to_string(kFusedOutBv) + ")";
   }
-  if (IsHopperTier(config) && (config.at("state_bv") != ::gdn::kWgmmaBv ||
-                                (config.at("warps") != 4 && !(config.at("warps") == 8 && config.at("prep_heads") == 2)))) {
+  const bool folded_prep_in_8 = config.at("warps") == 8 && config.at("prep_heads") == 2;
+  if (IsHopperTier(config) &&
+      (config.at("state_bv") != ::gdn::kWgmmaBv || (config.at("warps") != 4 && !folded_prep_in_8))) {
     return "fused " + std::to_string(config.at("fused")) + " (the wgmma pass) is one warpgroup per " +
            std::to_string(::gdn::kWgmmaBv) + " state columns: state_bv " + std::to_string(::gdn::kWgmmaBv) +
            ", warps 4 (8 only for the folded prep beside it, prep_heads 2)";

@@ -10,6 +10,11 @@ the tuned winner beside them, so that drift of the GPU over the run shows as a s
       --config 'alone={"chunk":32,"state_bv":64,"out_bv":64,"warps":4,"segment_chunks":0,"fused":3,"piece_chunks":64,"prep_heads":2,"pass_reserve":2}' \\
       --graph --rounds 3
 
+Two trees (a change against its base commit): --other-build DIR (a second build of the base's tree, e.g.
+`git archive BASE | tar -x -C runs/base` carried to the GPU machine and built there with gpu_run.sh) times every
+config with that build's kernel_bench too, as "LABEL @other" in the same alternation, from its own cache
+(CACHE-other, warmed by that build's dflash-tune).
+
 Prints a table (label, median ms of each round, best, best relative to the first config) and writes it with the
 raw kernel_bench JSON to OUT/config_ab.md and .json. Dry run (no GPU): --dry-run prints the commands.
 """
@@ -34,9 +39,20 @@ def parse_config(text):
     return label, config
 
 
-def bench_cmd(args, extra):
-    cmd = [args.kernel_bench, "--family", args.family, "--problem", pjson(args.problem), "--cache-dir",
-           args.cache_dir, "--seed", str(args.seed), "--warmup", str(args.warmup), "--reps", str(args.reps)]
+def tools_of(build_dir):
+    """dflash-tune and kernel_bench of a build directory; exits with one line when either is missing."""
+    tools = (os.path.join(build_dir, "tools", "dflash_tune", "dflash-tune"),
+             os.path.join(build_dir, "tools", "bench", "kernel_bench"))
+    for b in tools:
+        if not os.path.exists(b):
+            sys.exit("config_ab.py: %s is missing (build dflash-tune and kernel_bench into %s)" % (b, build_dir))
+    return tools
+
+
+def bench_cmd(args, extra, build=None):
+    kernel_bench, cache_dir = build or (args.kernel_bench, args.cache_dir)
+    cmd = [kernel_bench, "--family", args.family, "--problem", pjson(args.problem), "--cache-dir",
+           cache_dir, "--seed", str(args.seed), "--warmup", str(args.warmup), "--reps", str(args.reps)]
     if args.graph:
         cmd.append("--graph")
     return cmd + extra
@@ -57,42 +73,50 @@ def main():
     ap.add_argument("--budget", default="12", help="warmup's --budget for the tuned winner (default 12)")
     ap.add_argument("--seed", type=int, default=7, help="inputs' seed (default 7)")
     ap.add_argument("--cache-dir", default="/tmp/dflash-config-ab-cache", help="the cache warmed and read")
+    ap.add_argument("--other-build", help="a second build directory (another tree): every config is timed with "
+                    "its kernel_bench too, labelled '@other'")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/dflash-config-ab"),
                     help="where config_ab.md / .json go (default $OUT)")
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     args = ap.parse_args()
     if args.rounds < 1 or args.reps < 1:
         ap.error("--rounds and --reps must be >= 1")
-    args.dflash_tune = os.path.join(args.build_dir, "tools", "dflash_tune", "dflash-tune")
-    args.kernel_bench = os.path.join(args.build_dir, "tools", "bench", "kernel_bench")
-    for b in (args.dflash_tune, args.kernel_bench):
-        if not os.path.exists(b):
-            sys.exit("config_ab.py: %s is missing (build dflash-tune and kernel_bench into --build-dir)" % b)
+    args.dflash_tune, args.kernel_bench = tools_of(args.build_dir)
+    builds = [(args.dflash_tune, args.kernel_bench, args.cache_dir)]
+    if args.other_build:
+        builds.append(tools_of(args.other_build) + (args.cache_dir + "-other",))
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, "config_ab.log"), "w")
-    warm = [args.dflash_tune, "--cache-dir", args.cache_dir, "warmup", "--problem",
-            args.family + "=" + pjson(args.problem), "--budget", args.budget, "--seed", str(args.seed)]
-    sides = [("tuned winner", [])] + [(label, ["--config", pjson(c)]) for label, c in args.configs]
+    warms = [[tune, "--cache-dir", cache, "warmup", "--problem", args.family + "=" + pjson(args.problem),
+              "--budget", args.budget, "--seed", str(args.seed)] for tune, _, cache in builds]
+    # (label, kernel_bench arguments, (kernel_bench, cache)): every config with each build, alternated.
+    sides = [("tuned winner", [], builds[0][1:])]
+    for label, c in args.configs:
+        sides.append((label, ["--config", pjson(c)], builds[0][1:]))
+        if args.other_build:
+            sides.append((label + " @other", ["--config", pjson(c)], builds[1][1:]))
     if args.dry_run:
-        log_line(log, "dry run: would run\n$ " + " ".join(warm))
-        for label, extra in sides:
-            log_line(log, "$ " + " ".join(bench_cmd(args, extra + ["--check"])) + "   # " + label + ", checked once")
+        log_line(log, "dry run: would run\n" + "\n".join("$ " + " ".join(w) for w in warms))
+        for label, extra, build in sides:
+            log_line(log, "$ " + " ".join(bench_cmd(args, extra + ["--check"], build)) + "   # " + label +
+                     ", checked once")
         return 0
-    r, seconds = run_cmd(warm, log, stream=True)
-    if r.returncode != 0:
-        sys.exit("config_ab.py: warmup failed (exit %d); see %s" % (r.returncode, log.name))
-    log_line(log, "warmup: %.0f s" % seconds)
-    results = {label: [] for label, _ in sides}
+    for warm in warms:
+        r, seconds = run_cmd(warm, log, stream=True)
+        if r.returncode != 0:
+            sys.exit("config_ab.py: warmup failed (exit %d); see %s" % (r.returncode, log.name))
+        log_line(log, "warmup: %.0f s" % seconds)
+    results = {label: [] for label, _, _ in sides}
     for rnd in range(args.rounds):
-        for label, extra in sides:
-            res = kernel_bench_json(bench_cmd(args, extra + (["--check"] if rnd == 0 else [])), log)
+        for label, extra, build in sides:
+            res = kernel_bench_json(bench_cmd(args, extra + (["--check"] if rnd == 0 else []), build), log)
             results[label].append(res)
             log_line(log, "round %d %s: %s" % (rnd + 1, label, res.get("error") or "%.4f ms" % res["median_ms"]))
     base = min((x["median_ms"] for x in results[args.configs[0][0]] if "error" not in x), default=None)
     head = "| config | " + " | ".join("round %d ms" % (i + 1) for i in range(args.rounds)) + " | best ms | vs %s |" % \
         args.configs[0][0]
     rows = [head, "|" + "---|" * (args.rounds + 3)]
-    for label, _ in sides:
+    for label, _, _ in sides:
         runs = results[label]
         ok = [x["median_ms"] for x in runs if "error" not in x]
         cells = [x["error"] if "error" in x else "%.4f" % x["median_ms"] for x in runs]

@@ -41,8 +41,9 @@ void CompileWholeSpace(const std::string& arch) {
   // segment_chunks and piece_chunks change no code: compile each distinct CompileSpec once. Every valid geometry,
   // also the ones the tuner skips as dominated (the API still runs them); the only invalid geometries are fused
   // configs with an out_bv other than the one fused configs carry (duplicates), wgmma passes of another shape than
-  // one warpgroup on 64 columns (with 4-warp prep, or 8-warp folded prep), prep per key head other than beside the wgmma pass at chunk 32, the folded prep
-  // with a split pass, pieces without the fused sequential pass, and pass_reserve but beside the wgmma pass's pieces.
+  // one warpgroup on 64 columns (with 4-warp prep, or 8-warp folded prep), prep per key head other than beside the
+  // wgmma pass at chunk 32, the folded prep with a split pass, pieces without the fused sequential pass, and
+  // pass_reserve but beside the wgmma pass's pieces.
   std::map<std::string, tuner::Config> distinct;
   for (const tuner::Config& config : tuner::EnumerateSpace(family)) {
     const std::string why = GeometryInvalidReason(config);

@@ -107,9 +107,9 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
   // 8192 tokens: every segment and piece length splits. Fused configs (3 of the 4 fused values) carry one out_bv
   // (2 of its 3 values are duplicates: n x 3 / 4 x 2 / 3); the wgmma pass (fused 3) has one state_bv and one warps
   // value of the 6 pairs (its configs with out_bv 64: n x 1 / 4 x 1 / 3 x 5 / 6), less warps 8 with the folded prep
-  // (2 chunks x 4 segments x 2 pieces x 3 pass_reserve = 48, which the rules below judge); prep per key head (prep_heads 1)
-  // feeds the wgmma pass at chunk 32 only (fused 0: 2 x 3 x 3 x 2 x 4 x 2 = 288, fused 1, 2: 2 x 3 x 2 x 4 x 2 x 2 =
-  // 192, fused 3 at chunk 64: 4 segments x 2 pieces = 8).
+  // (2 chunks x 4 segments x 2 pieces x 3 pass_reserve = 48, which the rules below judge); prep per key head
+  // (prep_heads 1) feeds the wgmma pass at chunk 32 only (fused 0: 2 x 3 x 3 x 2 x 4 x 2 = 288, fused 1, 2:
+  // 2 x 3 x 2 x 4 x 2 x 2 = 192, fused 3 at chunk 64: 4 segments x 2 pieces = 8).
   const std::size_t n = tuner::EnumerateSpace(f).size();
   EXPECT_EQ(n, 3u * 3456u);  // x 3 pass_reserve values
   EXPECT_EQ(fused_duplicates, n / 2);
@@ -130,7 +130,8 @@ TEST(GdnConfig, EveryPointOfTheSpaceHasItsKernelsAndSharedMemory) {
                            "prep per value or key head, each with pieces of 0 or 64 chunks and the sequential pass, "
                            "or segments of 32 chunks; with the folded prep, the sequential pass of each (24 + 2); "
                            "pass_reserve 1 and 2 for the wgmma pass's 3 configs with pieces (+6); the wgmma pass's "
-                           "folded prep in 8 warps, with pieces of 0 or 64 chunks, the latter with each pass_reserve (+4)";
+                           "folded prep in 8 warps, with pieces of 0 or 64 chunks, the latter with each "
+                           "pass_reserve (+4)";
   EXPECT_EQ(hopper, 18u);
   EXPECT_GT(expressions.size(), 10u);
 }
