@@ -49,8 +49,9 @@ def tools_of(build_dir):
     return tools
 
 
-def bench_cmd(args, extra, build=None):
-    kernel_bench, cache_dir = build or (args.kernel_bench, args.cache_dir)
+def bench_cmd(args, extra, build):
+    """kernel_bench's command line for one side; build = (kernel_bench, cache_dir)."""
+    kernel_bench, cache_dir = build
     cmd = [kernel_bench, "--family", args.family, "--problem", pjson(args.problem), "--cache-dir",
            cache_dir, "--seed", str(args.seed), "--warmup", str(args.warmup), "--reps", str(args.reps)]
     if args.graph:
@@ -81,20 +82,19 @@ def main():
     args = ap.parse_args()
     if args.rounds < 1 or args.reps < 1:
         ap.error("--rounds and --reps must be >= 1")
-    args.dflash_tune, args.kernel_bench = tools_of(args.build_dir)
-    builds = [(args.dflash_tune, args.kernel_bench, args.cache_dir)]
+    # (dflash-tune, kernel_bench, cache) of each tree: --build-dir's, then --other-build's.
+    builds = [tools_of(args.build_dir) + (args.cache_dir,)]
     if args.other_build:
         builds.append(tools_of(args.other_build) + (args.cache_dir + "-other",))
+    benches = [(bench, cache) for _, bench, cache in builds]
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, "config_ab.log"), "w")
     warms = [[tune, "--cache-dir", cache, "warmup", "--problem", args.family + "=" + pjson(args.problem),
               "--budget", args.budget, "--seed", str(args.seed)] for tune, _, cache in builds]
     # (label, kernel_bench arguments, (kernel_bench, cache)): every config with each build, alternated.
-    sides = [("tuned winner", [], builds[0][1:])]
+    sides = [("tuned winner", [], benches[0])]
     for label, c in args.configs:
-        sides.append((label, ["--config", pjson(c)], builds[0][1:]))
-        if args.other_build:
-            sides.append((label + " @other", ["--config", pjson(c)], builds[1][1:]))
+        sides += [(label + suffix, ["--config", pjson(c)], bench) for suffix, bench in zip(("", " @other"), benches)]
     if args.dry_run:
         log_line(log, "dry run: would run\n" + "\n".join("$ " + " ".join(w) for w in warms))
         for label, extra, build in sides:
