@@ -121,24 +121,28 @@ __device__ __forceinline__ void invert_unit_lower(float* L, int ld) {
   }
 }
 
-// gam[0 .. C) = its inclusive prefix sum (the in-chunk cumulative gate), by warp 0 (the other threads pass; callers
-// put barriers around it).
+// gam[0 .. C) = its inclusive prefix sum (the in-chunk cumulative gate), by the calling warp (all 32 lanes; no
+// barrier inside).
+template <int C>
+__device__ __forceinline__ void warp_chunk_cumsum(float* gam) {
+  const int lane = threadIdx.x % 32;
+  float carry = 0.f;
+  for (int base = 0; base < C; base += 32) {
+    float x = gam[base + lane];
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, x, o);
+      if (lane >= o) x += y;
+    }
+    gam[base + lane] = x + carry;
+    carry += __shfl_sync(0xffffffffu, x, 31);
+  }
+}
+
+// chunk_cumsum: warp_chunk_cumsum by warp 0 (the other threads pass; callers put barriers around it).
 template <int C>
 __device__ __forceinline__ void chunk_cumsum(float* gam) {
-  const int tid = threadIdx.x;
-  if (tid < 32) {
-    float carry = 0.f;
-    for (int base = 0; base < C; base += 32) {
-      float x = gam[base + tid];
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const float y = __shfl_up_sync(0xffffffffu, x, o);
-        if (tid >= o) x += y;
-      }
-      gam[base + tid] = x + carry;
-      carry += __shfl_sync(0xffffffffu, x, 31);
-    }
-  }
+  if (threadIdx.x < 32) warp_chunk_cumsum<C>(gam);
 }
 
 // Two scaled bf16 copies of T = I + the strictly lower fp32 result of invert_unit_lower in L (row stride ldf),

@@ -3,9 +3,11 @@
 // the row factors; kd where non-null), for every value head of the key head (HV / H of them) in turn. q and k are
 // loaded once, their rows' inverse norms taken once and the raw Gram products q k^T and k k^T computed once (fp32,
 // the lower 16 x 16 tiles only, in shared memory): the value heads' gates differ, these do not, so at (16, 48) the
-// per-value-head prep did them three times. Per value head, as gdn_chunk_prep: gates, in-chunk cumsum gamma, P
-// and L as the products' epilogues (here from the stored products), the row factors, T = (I + L)^-1, W = (T
-// diag(beta e^gamma / |k|)) k into its own tile (raw k stays for the next value head), U = (T diag(beta)) v over v.
+// per-value-head prep did them three times. The gates of the value heads and their in-chunk cumsums gamma, a warp
+// a value head, while the q / k tiles load (up to kPrepGateHeads of them; beyond, a group at a time). Per value
+// head, as gdn_chunk_prep: P and L as the products' epilogues (here from the stored products), the row factors,
+// T = (I + L)^-1, W = (T diag(beta e^gamma / |k|)) k into its own tile (raw k stays for the next value head),
+// U = (T diag(beta)) v over v.
 // FOLD (beside gdn_chunk_fused_wgmma<C, true>): neither v nor W and U; per value head P stays in shared memory and
 // leaves as P T diag(beta) (pmat), K2 = (diag(fk) T diag(beta))^T k (w; fk = e^(gamma_last - gamma) / |k|) and the
 // row factors {scale e^gamma / |q|, e^gamma / |k|}: the pass computes X = v - diag(e^gamma / |k|) k h itself.
@@ -21,35 +23,63 @@ namespace gdn {
 
 // The block's shared memory, PrepKeySharedBytes(C) of it: raw k, W, q (then each value head's v, then its U) as
 // [C][136] bf16; the raw products q k^T and k k^T as [C][C+4] fp32; the T region (L in fp32, then Tw and Tu in bf16,
-// PrepTRegionBytes); gamma, beta and the rows' inverse norms of k and q (1 without qk_l2norm) [C] fp32.
+// PrepTRegionBytes); the rows' inverse norms of k and q (1 without qk_l2norm) [C] fp32; the gates of up to
+// kPrepGateHeads value heads, gamma then beta [C] fp32 each (slot s: gam(s), bet(s)).
 template <int C>
 struct PrepKeySmem {
   static constexpr int LD = PadBf16Cols(kDim), LDF = PadF32Cols(C), LDT = PadBf16Cols(C);
   static_assert(C * LDF * 4 <= PrepTRegionBytes(C) && 2 * C * LDT * 2 == PrepTRegionBytes(C), "the T region");
-  static_assert(3 * C * LD * 2 + 2 * C * LDF * 4 + PrepTRegionBytes(C) + 4 * C * 4 == PrepKeySharedBytes(C),
+  static_assert(3 * C * LD * 2 + 2 * C * LDF * 4 + PrepTRegionBytes(C) + (2 + 2 * kPrepGateHeads) * C * 4 ==
+                    PrepKeySharedBytes(C),
                 "gdn_layout.h's formula");
   bf16 *kraw, *wt, *vb;
-  float *gkk, *gqk, *L, *gam, *bet, *kinv, *qinv;
+  float *gkk, *gqk, *L, *kinv, *qinv, *gates;
   bf16* Tb;
   __device__ explicit PrepKeySmem(unsigned char* smem)
       : kraw(reinterpret_cast<bf16*>(smem)), wt(kraw + C * LD), vb(wt + C * LD),
         gkk(reinterpret_cast<float*>(vb + C * LD)), gqk(gkk + C * LDF), L(gqk + C * LDF),
-        gam(reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(L) + PrepTRegionBytes(C))),
-        bet(gam + C), kinv(bet + C), qinv(kinv + C), Tb(reinterpret_cast<bf16*>(L)) {}
+        kinv(reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(L) + PrepTRegionBytes(C))),
+        qinv(kinv + C), gates(qinv + C), Tb(reinterpret_cast<bf16*>(L)) {}
+  __device__ float* gam(int slot) const { return gates + 2 * C * slot; }
+  __device__ float* bet(int slot) const { return gates + 2 * C * slot + C; }
 };
 
-// One value head hv of the block's key head: gdn_chunk_prep's work from the gates on, over the raw tiles, products
-// and norms the kernel left in shared memory; ends with a barrier. Not inlined: as the body of the kernel's loop over
-// the value heads, every address of it was loop-invariant and hoisted (168 registers; 64 as a call).
+// The gates of value heads hv0 .. hv0 + n - 1 (n <= kPrepGateHeads) into slots 0 .. n - 1, a warp a value head:
+// (g, beta) of every row (gate_at; 0 past len), then gamma = g's in-chunk cumsum, also to gcum [tokens, HV] for the
+// len rows. No barrier inside (a warp needs no other; the readers wait at the caller's next barrier).
+template <int C, int NWARPS>
+__device__ __forceinline__ void PrepKeyGates(const PrepKeySmem<C>& sm, const bf16* __restrict__ a,
+                                             const bf16* __restrict__ b, long long ab_st,
+                                             const float* __restrict__ A_log, const float* __restrict__ dt_bias,
+                                             const float* __restrict__ g_in, const float* __restrict__ beta_in,
+                                             int t0, int len, int HV, int hv0, int n, float* __restrict__ gcum) {
+  const int lane = threadIdx.x % 32;
+  for (int s = threadIdx.x / 32; s < n; s += NWARPS) {
+    const int hv = hv0 + s;
+    const float alog = g_in != nullptr ? 0.f : A_log[hv], dtb = g_in != nullptr ? 0.f : dt_bias[hv];
+    float *const gam = sm.gam(s), *const bet = sm.bet(s);
+    for (int r = lane; r < C; r += 32) {
+      const float2 gb =
+          r < len ? gate_at(a, b, g_in, beta_in, (t0 + r) * ab_st + hv, alog, dtb) : make_float2(0.f, 0.f);
+      gam[r] = gb.x;
+      bet[r] = gb.y;
+    }
+    __syncwarp();
+    warp_chunk_cumsum<C>(gam);
+    __syncwarp();
+    for (int r = lane; r < len; r += 32) gcum[static_cast<long long>(t0 + r) * HV + hv] = gam[r];
+  }
+}
+
+// One value head hv of the block's key head: gdn_chunk_prep's work after the gates, over the raw tiles, products,
+// norms and gates (slot `slot`) the kernel left in shared memory; ends with a barrier. Not inlined: as the body of
+// the kernel's loop over the value heads, every address of it was loop-invariant and hoisted (168 registers; 64 as
+// a call).
 template <int C, int NWARPS, bool FOLD>
-__device__ __noinline__ void PrepKeyValueHead(const bf16* __restrict__ v, long long v_st, long long v_sh,
-                                              const bf16* __restrict__ a, const bf16* __restrict__ b, long long ab_st,
-                                              const float* __restrict__ A_log, const float* __restrict__ dt_bias,
-                                              const float* __restrict__ g_in, const float* __restrict__ beta_in,
-                                              int t0, int len, int HV, int hv,
-                                              float* __restrict__ gcum, bf16* __restrict__ w, bf16* __restrict__ u,
-                                              bf16* __restrict__ kd, float scale, bf16* __restrict__ pmat,
-                                              float2* __restrict__ rowscale) {
+__device__ __noinline__ void PrepKeyValueHead(const bf16* __restrict__ v, long long v_st, long long v_sh, int t0,
+                                              int len, int HV, int hv, int slot, bf16* __restrict__ w,
+                                              bf16* __restrict__ u, bf16* __restrict__ kd, float scale,
+                                              bf16* __restrict__ pmat, float2* __restrict__ rowscale) {
   constexpr int NT = NWARPS * 32;
   using Smem = PrepKeySmem<C>;
   constexpr int LD = Smem::LD, LDF = Smem::LDF, LDT = Smem::LDT;
@@ -57,8 +87,8 @@ __device__ __noinline__ void PrepKeyValueHead(const bf16* __restrict__ v, long l
   extern __shared__ __align__(16) unsigned char smem[];
   const Smem sm(smem);
   bf16 *const kraw = sm.kraw, *const wt = sm.wt, *const vb = sm.vb, *const Tb = sm.Tb;
-  float *const gkk = sm.gkk, *const gqk = sm.gqk, *const L = sm.L, *const gam = sm.gam, *const bet = sm.bet,
-              *const kinv = sm.kinv, *const qinv = sm.qinv;
+  float *const gkk = sm.gkk, *const gqk = sm.gqk, *const L = sm.L, *const kinv = sm.kinv, *const qinv = sm.qinv;
+  const float *const gam = sm.gam(slot), *const bet = sm.bet(slot);
   const int tid = threadIdx.x;
   const long long row = static_cast<long long>(HV) * kDim;
   bf16* const pb = vb;                                                    // FOLD: P [C][LDT] bf16 in v's space
@@ -67,17 +97,6 @@ __device__ __noinline__ void PrepKeyValueHead(const bf16* __restrict__ v, long l
     load_tile_async<C, kDim, NT>(v + t0 * v_st + hv * v_sh, v_st, len, vb, LD);
     cp_async_commit_group();
   }
-  const float alog = g_in != nullptr ? 0.f : A_log[hv], dtb = g_in != nullptr ? 0.f : dt_bias[hv];
-  for (int r = tid; r < C; r += NT) {
-    const float2 gb =
-        r < len ? gate_at(a, b, g_in, beta_in, (t0 + r) * ab_st + hv, alog, dtb) : make_float2(0.f, 0.f);
-    gam[r] = gb.x;
-    bet[r] = gb.y;
-  }
-  __syncthreads();
-  chunk_cumsum<C>(gam);
-  __syncthreads();
-  for (int r = tid; r < len; r += NT) gcum[static_cast<long long>(t0 + r) * HV + hv] = gam[r];
   // P = scale tril_incl(qn kn^T (.) Gamma) and L = strict_lower(diag(beta) (kn kn^T (.) Gamma)), column pairs.
   bf16* const pout = pmat + (static_cast<long long>(blockIdx.x) * HV + hv) * C * C;
 #pragma unroll
@@ -134,8 +153,17 @@ __device__ __noinline__ void PrepKeyValueHead(const bf16* __restrict__ v, long l
   __syncthreads();  // W, U, L and the gates are free for the next value head
 }
 
+// Minimum blocks per SM: as many as shared memory lets in (PrepKeySharedBytes: 41 KB at chunk 32, 105 KB at 64), so
+// that ptxas never takes registers that would cost a block: sm_90 5 / 2, sm_120 (100 KiB an SM) 2 / -. Without the
+// hint ptxas took 64 registers for <32, 8, true> on sm_90a (4 blocks) and spilled 4-8 B in three variants.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+#define GDN_PREP_KEY_BOUNDS(chunk, nwarps) __launch_bounds__((nwarps) * 32, (chunk) == 32 ? 2 : 1)
+#else
+#define GDN_PREP_KEY_BOUNDS(chunk, nwarps) __launch_bounds__((nwarps) * 32, (chunk) == 32 ? 5 : 2)
+#endif
+
 template <int C, int NWARPS, bool FOLD = false>
-__global__ void __launch_bounds__(NWARPS * 32)
+__global__ void GDN_PREP_KEY_BOUNDS(C, NWARPS)
     gdn_chunk_prep_key(const bf16* __restrict__ q, long long q_st, long long q_sh,  //
                        const bf16* __restrict__ k, long long k_st, long long k_sh,  //
                        const bf16* __restrict__ v, long long v_st, long long v_sh,  //
@@ -163,34 +191,41 @@ __global__ void __launch_bounds__(NWARPS * 32)
   for (int r = tid; r < C; r += NT) kinv[r] = qinv[r] = 1.f;  // replaced below when qk_l2norm
   load_tile_async<C, kDim, NT>(k + t0 * k_st + hk * k_sh, k_st, len, kraw, LD);
   load_tile_async<C, kDim, NT>(q + t0 * q_st + hk * q_sh, q_st, len, qs, LD);
-  cp_async_wait_all();
-  __syncthreads();
-  if (qk_l2norm) {
-    row_inv_norms<C, NT>(kraw, LD, kinv);
-    row_inv_norms<C, NT>(qs, LD, qinv);
-  }
-  {  // the raw products, lower tiles only (P and L read c <= r): one k fragment for both
-    constexpr int kT = C / 16;
-    for (int t = tid / 32; t < kT * kT; t += NWARPS) {
-      const int mi = t / kT, ni = t % kT;
-      if (ni > mi) continue;
-      float aq[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, ak[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-      warp_tile_mma2<kDim, false, false>(aq, qs, ak, kraw, LD, kraw, LD, mi * 16, ni * 16);
+  for (int g0 = 0; g0 < ratio; g0 += kPrepGateHeads) {
+    // The group's gates (the last group's value heads ended with a barrier: the slots are free); the first
+    // group's while the q / k tiles load, then the norms and products.
+    const int n = ratio - g0 < kPrepGateHeads ? ratio - g0 : kPrepGateHeads;
+    PrepKeyGates<C, NWARPS>(sm, a, b, ab_st, A_log, dt_bias, g_in, beta_in, t0, len, HV, hk * ratio + g0, n, gcum);
+    if (g0 == 0) {
+      cp_async_wait_all();
+      __syncthreads();
+      if (qk_l2norm) {
+        row_inv_norms<C, NT>(kraw, LD, kinv);
+        row_inv_norms<C, NT>(qs, LD, qinv);
+      }
+      {  // the raw products, lower tiles only (P and L read c <= r): one k fragment for both
+        constexpr int kT = C / 16;
+        for (int t = tid / 32; t < kT * kT; t += NWARPS) {
+          const int mi = t / kT, ni = t % kT;
+          if (ni > mi) continue;
+          float aq[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, ak[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+          warp_tile_mma2<kDim, false, false>(aq, qs, ak, kraw, LD, kraw, LD, mi * 16, ni * 16);
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int r = tile_row(mi * 16, j), c = tile_col(ni * 16, j);
-        gqk[r * LDF + c] = aq[2 * j];
-        gqk[r * LDF + c + 1] = aq[2 * j + 1];
-        gkk[r * LDF + c] = ak[2 * j];
-        gkk[r * LDF + c + 1] = ak[2 * j + 1];
+          for (int j = 0; j < 4; ++j) {
+            const int r = tile_row(mi * 16, j), c = tile_col(ni * 16, j);
+            gqk[r * LDF + c] = aq[2 * j];
+            gqk[r * LDF + c + 1] = aq[2 * j + 1];
+            gkk[r * LDF + c] = ak[2 * j];
+            gkk[r * LDF + c + 1] = ak[2 * j + 1];
+          }
+        }
       }
     }
-  }
-  __syncthreads();  // the products are in; q is used (its space takes v)
-
-  for (int j = 0; j < ratio; ++j) {
-    PrepKeyValueHead<C, NWARPS, FOLD>(v, v_st, v_sh, a, b, ab_st, A_log, dt_bias, g_in, beta_in, t0, len, HV,
-                                      hk * ratio + j, gcum, w, u, kd, scale, pmat, rowscale);
+    __syncthreads();  // the gates (and the products) are in; q is used (its space takes v)
+    for (int j = 0; j < n; ++j) {
+      PrepKeyValueHead<C, NWARPS, FOLD>(v, v_st, v_sh, t0, len, HV, hk * ratio + g0 + j, j, w, u, kd, scale, pmat,
+                                        rowscale);
+    }
   }
 }
 

@@ -24,10 +24,13 @@ GDN_HD constexpr int PrepTRegionBytes(int c) { return 2 * c * PadBf16Cols(c) * 2
 // gdn_chunk_prep<C, NWARPS, FUSED, ROWSCALE>: kn and q-then-v [C][136] bf16; the T region; gamma, beta and the
 // inverse norms of k and q [C] fp32. The same for every variant.
 GDN_HD constexpr int PrepSharedBytes(int c) { return 2 * c * PadBf16Cols(kDim) * 2 + PrepTRegionBytes(c) + 4 * c * 4; }
-// gdn_chunk_prep_key<C, NWARPS>: raw k, W, q / v [C][136] bf16; q k^T and k k^T [C][C+4] fp32; the T region;
-// gamma, beta and the two inverse norms [C] fp32.
+// The value heads of one key head whose gates gdn_chunk_prep_key takes at once (more, a group at a time).
+constexpr int kPrepGateHeads = 4;
+// gdn_chunk_prep_key<C, NWARPS>: raw k, W, q / v [C][136] bf16; q k^T and k k^T [C][C+4] fp32; the T region; the
+// two inverse norms [C] fp32; gamma and beta [C] fp32 of kPrepGateHeads value heads.
 GDN_HD constexpr int PrepKeySharedBytes(int c) {
-  return 3 * c * PadBf16Cols(kDim) * 2 + 2 * c * PadF32Cols(c) * 4 + PrepTRegionBytes(c) + 4 * c * 4;
+  return 3 * c * PadBf16Cols(kDim) * 2 + 2 * c * PadF32Cols(c) * 4 + PrepTRegionBytes(c) +
+         (2 + 2 * kPrepGateHeads) * c * 4;
 }
 
 // gdn_chunk_state<C, BV, NWARPS, TRANSFER>: hf [128][BV+4] fp32, hb [128][BV+8] bf16, W and kd [C][136] bf16,

@@ -1,7 +1,7 @@
 // The gdn family on a GPU: every runnable variant (one per distinct compile spec, with and without the split
-// state pass, unfused and fused) against the float64 token-by-token reference on fresh random inputs with poisoned outputs:
-// single and packed sequences, lengths that are not multiples of the chunk, initial states, HV/H ratios 1-3, and
-// the API's other input forms (precomputed g / beta, q and k normalised by the caller).
+// state pass, unfused and fused) against the float64 token-by-token reference on fresh random inputs with poisoned
+// outputs: single and packed sequences, lengths that are not multiples of the chunk, initial states, HV/H ratios
+// 1-5, and the API's other input forms (precomputed g / beta, q and k normalised by the caller).
 // Needs a GPU (skips without one).
 #include <gtest/gtest.h>
 
@@ -153,6 +153,8 @@ TEST_F(GdnGpu, VariantsMatchTheFloat64ReferenceOnPackedAndSingleSequences) {
                         Case{2, 4, 4500, 1, false}, Case{2, 6, 6000, 2, true},
                         // a whole chunk; the long single sequences of the target's prefill
                         Case{2, 2, 64, 1, true}, Case{1, 2, 8192, 1, true}, Case{1, 1, 32768, 1, false},
+                        // HV / H 4 (every gate slot of the prep per key head) and 5 (a second group of gates)
+                        Case{1, 4, 100, 1, false}, Case{2, 10, 300, 2, true},
                         // flash-linear-attention's forms: g, beta given; with and without in-kernel normalisation
                         Case{2, 4, 1000, 3, true, {true, true}}, Case{2, 6, 300, 2, true, {true, false}},
                         Case{2, 2, 65, 1, false, {false, false}},
