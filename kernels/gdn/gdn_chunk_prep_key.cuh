@@ -93,6 +93,9 @@ __device__ __noinline__ void PrepKeyValueHead(const bf16* __restrict__ v, long l
   const long long row = static_cast<long long>(HV) * kDim;
   bf16* const pb = vb;                                                    // FOLD: P [C][LDT] bf16 in v's space
   float* const fkr = reinterpret_cast<float*>(vb + C * LDT);              // FOLD: fk [C]
+  // FOLD: P T diag(beta) [C][LDT] staged in v's space after P and fk where it fits (C 32), else out as fragments
+  constexpr bool kStageP = 2 * C * LDT + 2 * C <= C * LD;
+  bf16* const pts = vb + C * LDT + 2 * C;
   if constexpr (!FOLD) {
     load_tile_async<C, kDim, NT>(v + t0 * v_st + hv * v_sh, v_st, len, vb, LD);
     cp_async_commit_group();
@@ -129,11 +132,21 @@ __device__ __noinline__ void PrepKeyValueHead(const bf16* __restrict__ v, long l
         [&](int r) { return fkr[r]; });
     __syncthreads();
     smem_gemm<C, C, C, false, true, NWARPS>(pb, LDT, Tb + C * LDT, LDT, [&](int r, int c, float x0, float x1) {
-      store_bf16x2(pout + r * C + c, x0, x1);
+      if constexpr (kStageP) {
+        store_bf16x2(pts + r * LDT + c, x0, x1);
+      } else {
+        store_bf16x2(pout + r * C + c, x0, x1);
+      }
     });
     smem_gemm_into<C, kDim, NWARPS, true>(Tb, LDT, kraw, LD, wt, LD);
     __syncthreads();
     store_rows_global<C, NT>(wt, LD, len, w + (static_cast<long long>(t0) * HV + hv) * kDim, row);
+    if constexpr (kStageP) {
+      for (int i = tid; i < C * C / 8; i += NT) {  // P T diag(beta) out as whole rows, 16 bytes a thread
+        const int r = i / (C / 8), c = (i % (C / 8)) * 8;
+        *reinterpret_cast<uint4*>(pout + r * C + c) = *reinterpret_cast<const uint4*>(pts + r * LDT + c);
+      }
+    }
     __syncthreads();  // K2, the T region and the gates are free for the next value head
     return;
   }
