@@ -11,7 +11,8 @@
 // FOLD (beside gdn_chunk_fused_wgmma<C, true>): neither v nor W and U; per value head P stays in shared memory and
 // leaves as P T diag(beta) (pmat), K2 = (diag(fk) T diag(beta))^T k (w; fk = e^(gamma_last - gamma) / |k|) and the
 // row factors {scale e^gamma / |q|, e^gamma / |k|}: the pass computes X = v - diag(e^gamma / |k|) k h itself.
-// Shared memory: PrepKeySmem (FOLD: P [C][C+8] bf16 and fk [C] in v's space).
+// Shared memory: PrepKeySmem (FOLD: P [C][C+8] bf16, fk [C] and, at chunk 32, P T diag(beta) staged [C][C+8] bf16
+// in v's space, so that it leaves as whole rows; whole-row stores measured faster than the fragments' 4-byte pairs).
 // Who may call: hosts launching grid (num_chunks, H), block NWARPS * 32, dynamic shared PrepKeySharedBytes(C); the
 // arguments of gdn_chunk_prep<C, NWARPS, true, true> (qg unused).
 // Thread-safety: each block writes only its own chunk's rows of its key head's value heads.
