@@ -11,8 +11,9 @@
 // FOLD (beside gdn_chunk_fused_wgmma<C, true>): neither v nor W and U; per value head P stays in shared memory and
 // leaves as P T diag(beta) (pmat), K2 = (diag(fk) T diag(beta))^T k (w; fk = e^(gamma_last - gamma) / |k|) and the
 // row factors {scale e^gamma / |q|, e^gamma / |k|}: the pass computes X = v - diag(e^gamma / |k|) k h itself.
-// Shared memory: PrepKeySmem (FOLD: P [C][C+8] bf16, fk [C] and, at chunk 32, P T diag(beta) staged [C][C+8] bf16
-// in v's space, so that it leaves as whole rows; whole-row stores measured faster than the fragments' 4-byte pairs).
+// Shared memory: PrepKeySmem (FOLD: P [C][C+8] bf16, fk [C] and P T diag(beta) staged [C][C+8] bf16 in v's space, so
+// that it leaves as whole rows: whole-row stores measured faster than the fragments' 4-byte pairs; the space holds
+// them at chunk 32, the only chunk prep_heads 2 takes).
 // Who may call: hosts launching grid (num_chunks, H), block NWARPS * 32, dynamic shared PrepKeySharedBytes(C); the
 // arguments of gdn_chunk_prep<C, NWARPS, true, true> (qg unused).
 // Thread-safety: each block writes only its own chunk's rows of its key head's value heads.
@@ -94,9 +95,8 @@ __device__ __noinline__ void PrepKeyValueHead(const bf16* __restrict__ v, long l
   const long long row = static_cast<long long>(HV) * kDim;
   bf16* const pb = vb;                                                    // FOLD: P [C][LDT] bf16 in v's space
   float* const fkr = reinterpret_cast<float*>(vb + C * LDT);              // FOLD: fk [C]
-  // FOLD: P T diag(beta) [C][LDT] staged in v's space after P and fk where it fits (C 32), else out as fragments
-  constexpr bool kStageP = 2 * C * LDT + 2 * C <= C * LD;
-  bf16* const pts = vb + C * LDT + 2 * C;
+  bf16* const pts = reinterpret_cast<bf16*>(fkr + C);                    // FOLD: P T diag(beta) [C][LDT] staged
+  static_assert(!FOLD || 2 * C * LDT * 2 + C * 4 <= C * LD * 2, "P, fk and the staged product fit v's space");
   if constexpr (!FOLD) {
     load_tile_async<C, kDim, NT>(v + t0 * v_st + hv * v_sh, v_st, len, vb, LD);
     cp_async_commit_group();
@@ -133,20 +133,14 @@ __device__ __noinline__ void PrepKeyValueHead(const bf16* __restrict__ v, long l
         [&](int r) { return fkr[r]; });
     __syncthreads();
     smem_gemm<C, C, C, false, true, NWARPS>(pb, LDT, Tb + C * LDT, LDT, [&](int r, int c, float x0, float x1) {
-      if constexpr (kStageP) {
-        store_bf16x2(pts + r * LDT + c, x0, x1);
-      } else {
-        store_bf16x2(pout + r * C + c, x0, x1);
-      }
+      store_bf16x2(pts + r * LDT + c, x0, x1);
     });
     smem_gemm_into<C, kDim, NWARPS, true>(Tb, LDT, kraw, LD, wt, LD);
     __syncthreads();
     store_rows_global<C, NT>(wt, LD, len, w + (static_cast<long long>(t0) * HV + hv) * kDim, row);
-    if constexpr (kStageP) {
-      for (int i = tid; i < C * C / 8; i += NT) {  // P T diag(beta) out as whole rows, 16 bytes a thread
-        const int r = i / (C / 8), c = (i % (C / 8)) * 8;
-        *reinterpret_cast<uint4*>(pout + r * C + c) = *reinterpret_cast<const uint4*>(pts + r * LDT + c);
-      }
+    for (int i = tid; i < C * C / 8; i += NT) {  // P T diag(beta) out as whole rows, 16 bytes a thread
+      const int r = i / (C / 8), c = (i % (C / 8)) * 8;
+      *reinterpret_cast<uint4*>(pout + r * C + c) = *reinterpret_cast<const uint4*>(pts + r * LDT + c);
     }
     __syncthreads();  // K2, the T region and the gates are free for the next value head
     return;
